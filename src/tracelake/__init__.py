@@ -1,0 +1,3 @@
+"""Tracelake: privacy-aware data lineage for Spark data lakes."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Collectors: each turns one kind of lineage signal into LineageBatch records."""
