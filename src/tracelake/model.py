@@ -115,7 +115,7 @@ def parse_urn(text: str) -> Urn:
 def _clean_identifier(part: str) -> str:
     """SQL identifier rules for Spark/Hive: unquote, and compare case-insensitively."""
     part = part.strip()
-    if len(part) >= 2 and part[0] == part[-1] and part[0] in "`\"":
+    if len(part) >= 2 and part[0] == part[-1] and part[0] in '`"':
         part = part[1:-1]
     return part.lower()
 
@@ -130,7 +130,7 @@ def split_qualified_name(name: str) -> list[str]:
             current.append(char)
             if char == quote:
                 quote = ""
-        elif char in "`\"":
+        elif char in '`"':
             quote = char
             current.append(char)
         elif char == ".":

@@ -1,0 +1,117 @@
+"""The lineage store's tables, as SQLAlchemy Core metadata shared by SQLite and PostgreSQL.
+
+Every node (asset, field, process) lives in `nodes` under an integer id so edges stay
+narrow. Edges are temporal: each belongs to one version of its process, identified by
+(process_id, valid_from), and is valid over [valid_from, valid_to); an open version has
+valid_to NULL. Times are integer microseconds since the epoch, which compare exactly and
+load into numpy without parsing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from tracelake.model import as_utc
+
+metadata = sa.MetaData()
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("urn", sa.String(2000), nullable=False, unique=True),
+    # asset | field | process
+    sa.Column("node_type", sa.String(16), nullable=False),
+    # the asset kind (`hive.table`); a field carries its asset's kind; a process its own kind
+    sa.Column("kind", sa.String(200), nullable=False),
+    sa.Column("parent_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=True),
+    sa.Column("data_type", sa.String(500)),
+    sa.Column("owner", sa.String(200)),
+    sa.Column("layer", sa.String(50)),
+    sa.Column("security_level", sa.Integer),
+    sa.Column("labels", sa.JSON, nullable=False, default=list),
+    sa.Column("description", sa.Text),
+    sa.Column("properties", sa.JSON, nullable=False, default=dict),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+    sa.Column("last_seen", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_nodes_parent", nodes.c.parent_id)
+
+process_versions = sa.Table(
+    "process_versions",
+    metadata,
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), primary_key=True),
+    sa.Column("valid_from", sa.BigInteger, primary_key=True),
+    sa.Column("valid_to", sa.BigInteger, nullable=True),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("edge_count", sa.Integer, nullable=False),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+    sa.Column("last_seen", sa.BigInteger, nullable=False),
+)
+
+edges = sa.Table(
+    "edges",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("target_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("signal", sa.String(32), nullable=False),
+    sa.Column("confidence", sa.String(8), nullable=False),
+    sa.Column("transformation", sa.String(32), nullable=True),
+    sa.Column("description", sa.Text),
+    sa.Column("valid_from", sa.BigInteger, nullable=False),
+    sa.Column("valid_to", sa.BigInteger, nullable=True),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+    sa.Column("last_seen", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_edges_source", edges.c.source_id)
+sa.Index("ix_edges_target", edges.c.target_id)
+sa.Index("ix_edges_version", edges.c.process_id, edges.c.valid_from)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("job_id", sa.String(500)),
+    sa.Column("user_name", sa.String(200)),
+    sa.Column("started_at", sa.BigInteger),
+    sa.Column("ended_at", sa.BigInteger),
+    sa.Column("status", sa.String(32)),
+)
+
+problems = sa.Table(
+    "problems",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source", sa.String(2000), nullable=False),
+    sa.Column("location", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("excerpt", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.BigInteger, nullable=False),
+)
+
+store_state = sa.Table(
+    "store_state",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+MICROS = 1_000_000
+
+
+def to_micros(moment: datetime) -> int:
+    moment = as_utc(moment)
+    return (moment - _EPOCH) // _ONE_MICRO
+
+
+def from_micros(micros: int) -> datetime:
+    return datetime.fromtimestamp(micros / MICROS, UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MICRO = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - _EPOCH

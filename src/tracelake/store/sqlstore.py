@@ -1,0 +1,792 @@
+"""The lineage store: one transactional, idempotent ingest path and the reads the analyses need.
+
+`LineageStore.ingest` writes any number of `LineageBatch`es in one transaction. Each batch is
+one observation of its processes at `observed_at`; a process whose edges are unchanged only
+has its `last_seen` moved, one whose content changed gets a new version that closes the old
+edges at that time. Observations may arrive out of order: a late one splits the version that
+covered its time. The same code runs on SQLite (the embedded default, in WAL mode) and on
+PostgreSQL through psycopg 3.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tracelake.model import (
+    Asset,
+    Confidence,
+    Field,
+    FlowEdge,
+    LineageBatch,
+    Problem,
+    Process,
+    Signal,
+    Transformation,
+    fingerprint,
+    parse_urn,
+    utcnow,
+)
+from tracelake.store import schema as s
+from tracelake.store.schema import from_micros, to_micros
+
+DEFAULT_DB_PATH = Path(".tracelake") / "lineage.db"
+OPEN_END = np.iinfo(np.int64).max  # valid_to of an open version, in loaded arrays
+# Keeps IN (...) lists under every backend's bound-parameter limit.
+_CHUNK = 5000
+
+SIGNAL_CODES = {signal: code for code, signal in enumerate(Signal)}
+TRANSFORMATION_CODES = {t: code for code, t in enumerate(Transformation)}
+NODE_TYPES = ("asset", "field", "process")
+
+
+def default_url() -> str:
+    """`TRACELAKE_DB` (a SQLAlchemy URL or a file path), else `.tracelake/lineage.db`."""
+    configured = os.environ.get("TRACELAKE_DB", "").strip()
+    if configured and "://" in configured:
+        return configured
+    path = Path(configured) if configured else DEFAULT_DB_PATH
+    return f"sqlite:///{path}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    id: int
+    urn: str
+    node_type: str
+    kind: str
+    parent_id: int | None
+    data_type: str | None
+    owner: str | None
+    layer: str | None
+    security_level: int | None
+    labels: tuple[str, ...]
+    description: str | None
+    properties: dict[str, Any]
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRecord:
+    id: int
+    source: str
+    target: str
+    process: str
+    signal: str
+    confidence: str
+    transformation: str | None
+    description: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    first_seen: datetime
+    last_seen: datetime
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.source, self.target, self.process, self.signal, self.transformation or "")
+
+
+@dataclass(slots=True)
+class GraphDiff:
+    added: list[EdgeRecord]
+    removed: list[EdgeRecord]
+
+
+@dataclass(slots=True)
+class IngestReport:
+    nodes: int = 0
+    edges_added: int = 0
+    edges_closed: int = 0
+    versions_added: int = 0
+    versions_unchanged: int = 0
+    runs: int = 0
+    problems: int = 0
+
+
+@dataclass(slots=True)
+class GraphSnapshot:
+    """Every node and edge version as columns of numpy arrays, for the in-memory index.
+
+    Node arrays are indexed by position; `node_ids[i]` is the store id. Edge endpoints are
+    store ids. Codes: signal → `list(Signal)`, transformation → `list(Transformation)` or -1,
+    confidence → `Confidence.rank`. Open versions have `edge_valid_to == OPEN_END`.
+    """
+
+    version: int
+    node_ids: np.ndarray
+    node_urns: list[str]
+    node_types: np.ndarray
+    node_kinds: list[str]
+    node_parents: np.ndarray
+    edge_ids: np.ndarray
+    edge_source: np.ndarray
+    edge_target: np.ndarray
+    edge_process: np.ndarray
+    edge_signal: np.ndarray
+    edge_confidence: np.ndarray
+    edge_transformation: np.ndarray
+    edge_valid_from: np.ndarray
+    edge_valid_to: np.ndarray
+
+
+class _Observation(NamedTuple):
+    """One batch saying: at `at`, this process moved data along exactly these edges."""
+
+    at: int
+    order: int
+    process_id: int
+    edges: list[FlowEdge]
+
+
+@dataclass(slots=True)
+class _Version:
+    """A process version as the ingest plans it: existing rows, or new ones to insert."""
+
+    process_id: int
+    valid_from: int
+    valid_to: int | None
+    content_hash: str
+    edge_count: int
+    is_new: bool = False
+    touched: bool = False
+    closed: bool = False  # an existing version whose valid_to this ingest changes
+    edges: list[FlowEdge] = field(default_factory=list)
+
+    def covers(self, moment: int) -> bool:
+        return self.valid_from <= moment and (self.valid_to is None or moment < self.valid_to)
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _content_hash(edges: Iterable[FlowEdge]) -> str:
+    keys = sorted(f"{e.source}|{e.target}|{e.signal}|{e.confidence}|{e.transformation or ''}" for e in edges)
+    return fingerprint(*keys)
+
+
+class LineageStore:
+    """The lineage graph in a SQL database (SQLite by default, PostgreSQL in production)."""
+
+    def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
+        self.url = url or default_url()
+        sa_url = sa.make_url(self.url)
+        if sa_url.get_backend_name() == "sqlite" and sa_url.database not in (None, "", ":memory:"):
+            Path(sa_url.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = sa.create_engine(self.url, echo=echo)
+        if self.engine.dialect.name == "sqlite":
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        s.metadata.create_all(self.engine)
+        self._ids: dict[str, int] = {}
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> LineageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _insert(self, table: sa.Table) -> Any:
+        dialect = postgresql if self.backend == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    # ------------------------------------------------------------------ ingest
+
+    def ingest(
+        self, batches: LineageBatch | Iterable[LineageBatch], *, now: datetime | None = None
+    ) -> IngestReport:
+        """Write batches in one transaction; the same batches twice add nothing but last_seen."""
+        batch_list = [batches] if isinstance(batches, LineageBatch) else list(batches)
+        now_us = to_micros(now or utcnow())
+        report = IngestReport()
+        try:
+            with self.engine.begin() as conn:
+                ids = self._upsert_nodes(conn, batch_list, now_us, report)
+                self._write_versions(conn, batch_list, ids, now_us, report)
+                self._write_runs(conn, batch_list, ids, report)
+                self._write_problems(conn, batch_list, now_us, report)
+                self._bump_version(conn)
+        except BaseException:
+            # Ids minted inside the rolled-back transaction do not exist.
+            self._ids.clear()
+            raise
+        return report
+
+    def _upsert_nodes(
+        self, conn: sa.Connection, batches: list[LineageBatch], now_us: int, report: IngestReport
+    ) -> dict[str, int]:
+        assets: dict[str, Asset] = {}
+        fields: dict[str, Field] = {}
+        processes: dict[str, Process] = {}
+        for batch in batches:
+            for asset in batch.assets:
+                assets[asset.urn] = _merge_asset(assets.get(asset.urn), asset)
+            for fld in batch.fields:
+                fields[fld.urn] = fld
+            for process in batch.processes:
+                processes[process.urn] = process
+            for edge in batch.edges:
+                for urn in (edge.source, edge.target):
+                    if "#" in urn:
+                        fields.setdefault(urn, Field(urn))
+                    else:
+                        assets.setdefault(urn, Asset(urn))
+                processes.setdefault(edge.process, Process(edge.process, name=edge.process, kind="unknown"))
+            for run in batch.runs:
+                processes.setdefault(run.process, Process(run.process, name=run.process, kind="unknown"))
+        for urn in fields:
+            assets.setdefault(parse_urn(urn).asset, Asset(parse_urn(urn).asset))
+
+        rows: list[dict[str, Any]] = []
+        for asset in assets.values():
+            rows.append(_node_row(asset.urn, "asset", parse_urn(asset.urn).asset_kind, now_us))
+        for process in processes.values():
+            rows.append(_node_row(process.urn, "process", process.kind, now_us))
+        self._insert_missing(conn, rows)
+        self._insert_missing(
+            conn,
+            [
+                {
+                    **_node_row(f.urn, "field", parse_urn(f.urn).asset_kind, now_us),
+                    "parent_id": self._ids[f.asset],
+                }
+                for f in fields.values()
+            ],
+        )
+        report.nodes = len(assets) + len(fields) + len(processes)
+        self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
+        return self._ids
+
+    def _insert_missing(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert nodes not yet in the store and learn the ids of all of them."""
+        if not rows:
+            return
+        self._resolve_ids(conn, [r["urn"] for r in rows])
+        missing = [r for r in rows if r["urn"] not in self._ids]
+        if missing:
+            for chunk in _chunks(missing):
+                conn.execute(
+                    self._insert(s.nodes).on_conflict_do_nothing(index_elements=["urn"]), list(chunk)
+                )
+            self._resolve_ids(conn, [r["urn"] for r in missing])
+
+    def _resolve_ids(self, conn: sa.Connection, urns: Sequence[str]) -> None:
+        unknown = [u for u in dict.fromkeys(urns) if u not in self._ids]
+        for chunk in _chunks(unknown):
+            for node_id, urn in conn.execute(
+                sa.select(s.nodes.c.id, s.nodes.c.urn).where(s.nodes.c.urn.in_(chunk))
+            ):
+                self._ids[urn] = node_id
+
+    def _update_node_properties(
+        self,
+        conn: sa.Connection,
+        assets: Iterable[Asset],
+        fields: Iterable[Field],
+        processes: Iterable[Process],
+        now_us: int,
+    ) -> None:
+        """Set what a batch says about a node; a property the batch leaves unset keeps its value."""
+        ids = self._ids
+        wanted: dict[int, dict[str, Any]] = {}
+        for asset in assets:
+            wanted[ids[asset.urn]] = {
+                "owner": asset.owner,
+                "layer": asset.layer,
+                "security_level": asset.security_level,
+                "labels": sorted(asset.labels) or None,
+                "description": asset.description,
+                "properties": asset.metadata or None,
+            }
+        for fld in fields:
+            wanted[ids[fld.urn]] = {"data_type": fld.data_type, "labels": sorted(fld.labels) or None}
+        for process in processes:
+            wanted[ids[process.urn]] = {
+                "owner": process.owner,
+                "description": process.description,
+                "properties": {"name": process.name, **process.metadata},
+            }
+        changes = {
+            node_id: {k: v for k, v in props.items() if v is not None} for node_id, props in wanted.items()
+        }
+        with_changes = [node_id for node_id, props in changes.items() if props]
+        current: dict[int, tuple[list[str], dict[str, Any]]] = {}
+        for chunk in _chunks(with_changes):
+            query = sa.select(s.nodes.c.id, s.nodes.c.labels, s.nodes.c.properties).where(
+                s.nodes.c.id.in_(chunk)
+            )
+            for node_id, labels, properties in conn.execute(query):
+                current[node_id] = (labels or [], properties or {})
+        updates = []
+        for node_id in with_changes:
+            props = changes[node_id]
+            labels, properties = current[node_id]
+            if "labels" in props:
+                props["labels"] = sorted(set(labels) | set(props["labels"]))
+            if "properties" in props:
+                props["properties"] = {**properties, **props["properties"]}
+            updates.append({"_id": node_id, **props})
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+        for row in updates:
+            by_columns[tuple(sorted(row))].append(row)
+        for columns, rows in by_columns.items():
+            values = {c: sa.bindparam(c) for c in columns if c != "_id"}
+            stmt = (
+                s.nodes.update().where(s.nodes.c.id == sa.bindparam("_id")).values(**values, last_seen=now_us)
+            )
+            conn.execute(stmt, rows)
+        changed = set(with_changes)
+        untouched = [{"_id": node_id} for node_id in changes if node_id not in changed]
+        if untouched:
+            stmt = s.nodes.update().where(s.nodes.c.id == sa.bindparam("_id")).values(last_seen=now_us)
+            conn.execute(stmt, untouched)
+
+    def _write_versions(
+        self,
+        conn: sa.Connection,
+        batches: list[LineageBatch],
+        ids: dict[str, int],
+        now_us: int,
+        report: IngestReport,
+    ) -> None:
+        observations: list[_Observation] = []
+        for order, batch in enumerate(batches):
+            at = to_micros(batch.observed_at) if batch.observed_at else now_us
+            by_process: dict[str, dict[tuple[str, str, str, str, str], FlowEdge]] = {
+                # a process listed with no edges is a version with no edges
+                process.urn: {}
+                for process in batch.processes
+            }
+            for edge in batch.edges:
+                by_process.setdefault(edge.process, {})[edge.key] = edge
+            for process_urn, edge_map in by_process.items():
+                observations.append(_Observation(at, order, ids[process_urn], list(edge_map.values())))
+        observations.sort(key=lambda o: (o.at, o.order))
+
+        versions = self._load_versions(conn, {o.process_id for o in observations})
+        for obs in observations:
+            self._plan_observation(versions[obs.process_id], obs.process_id, obs.at, obs.edges, report)
+
+        closes = [v for vs in versions.values() for v in vs if v.closed and not v.is_new]
+        if closes:
+            params = [{"_pid": v.process_id, "_from": v.valid_from, "_to": v.valid_to} for v in closes]
+            conn.execute(_update_version(s.process_versions).values(valid_to=sa.bindparam("_to")), params)
+            result = conn.execute(_update_version(s.edges).values(valid_to=sa.bindparam("_to")), params)
+            report.edges_closed += max(result.rowcount, 0)
+        touched = [v for vs in versions.values() for v in vs if v.touched and not v.is_new]
+        if touched:
+            params = [{"_pid": v.process_id, "_from": v.valid_from} for v in touched]
+            conn.execute(_update_version(s.process_versions).values(last_seen=now_us), params)
+            conn.execute(_update_version(s.edges).values(last_seen=now_us), params)
+        new = [v for vs in versions.values() for v in vs if v.is_new]
+        if new:
+            conn.execute(
+                s.process_versions.insert(),
+                [
+                    {
+                        "process_id": v.process_id,
+                        "valid_from": v.valid_from,
+                        "valid_to": v.valid_to,
+                        "content_hash": v.content_hash,
+                        "edge_count": v.edge_count,
+                        "first_seen": now_us,
+                        "last_seen": now_us,
+                    }
+                    for v in new
+                ],
+            )
+            edge_rows = [
+                {
+                    "source_id": ids[e.source],
+                    "target_id": ids[e.target],
+                    "process_id": v.process_id,
+                    "signal": str(e.signal),
+                    "confidence": str(e.confidence),
+                    "transformation": str(e.transformation) if e.transformation else None,
+                    "description": e.description,
+                    "valid_from": v.valid_from,
+                    "valid_to": v.valid_to,
+                    "first_seen": now_us,
+                    "last_seen": now_us,
+                }
+                for v in new
+                for e in v.edges
+            ]
+            for chunk in _chunks(edge_rows, 50_000):
+                conn.execute(s.edges.insert(), list(chunk))
+            report.edges_added += len(edge_rows)
+
+    def _load_versions(self, conn: sa.Connection, process_ids: set[int]) -> dict[int, list[_Version]]:
+        versions: dict[int, list[_Version]] = {pid: [] for pid in process_ids}
+        t = s.process_versions
+        for chunk in _chunks(sorted(process_ids)):
+            query = sa.select(t.c.process_id, t.c.valid_from, t.c.valid_to, t.c.content_hash, t.c.edge_count)
+            for row in conn.execute(query.where(t.c.process_id.in_(chunk))):
+                versions[row.process_id].append(_Version(*row))
+        for vs in versions.values():
+            vs.sort(key=lambda v: v.valid_from)
+        return versions
+
+    @staticmethod
+    def _plan_observation(
+        versions: list[_Version], process_id: int, at: int, edges: list[FlowEdge], report: IngestReport
+    ) -> None:
+        """Fold one observation "at time `at` the process moved data along `edges`" into its history."""
+        content_hash = _content_hash(edges)
+        covering = next((v for v in versions if v.covers(at)), None)
+        if covering is not None and covering.content_hash == content_hash:
+            covering.touched = True
+            report.versions_unchanged += 1
+            return
+        if covering is not None:
+            end = covering.valid_to
+            covering.valid_to = at
+            covering.closed = True
+        else:
+            later = [v.valid_from for v in versions if v.valid_from > at]
+            end = min(later) if later else None
+        versions.append(_Version(process_id, at, end, content_hash, len(edges), is_new=True, edges=edges))
+        versions.sort(key=lambda v: v.valid_from)
+        report.versions_added += 1
+
+    def _write_runs(
+        self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], report: IngestReport
+    ) -> None:
+        rows = {}
+        for batch in batches:
+            for run in batch.runs:
+                rows[run.run_id] = {
+                    "run_id": run.run_id,
+                    "process_id": ids[run.process],
+                    "job_id": run.job_id,
+                    "user_name": run.user,
+                    "started_at": to_micros(run.started_at) if run.started_at else None,
+                    "ended_at": to_micros(run.ended_at) if run.ended_at else None,
+                    "status": run.status,
+                }
+        if not rows:
+            return
+        stmt = self._insert(s.runs)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={"ended_at": stmt.excluded.ended_at, "status": stmt.excluded.status},
+        )
+        conn.execute(stmt, list(rows.values()))
+        report.runs = len(rows)
+
+    def _write_problems(
+        self, conn: sa.Connection, batches: list[LineageBatch], now_us: int, report: IngestReport
+    ) -> None:
+        rows = [
+            {
+                "source": p.source,
+                "location": p.location,
+                "reason": p.reason,
+                "excerpt": p.excerpt,
+                "recorded_at": now_us,
+            }
+            for batch in batches
+            for p in batch.problems
+        ]
+        if rows:
+            conn.execute(s.problems.insert(), rows)
+        report.problems = len(rows)
+
+    def _bump_version(self, conn: sa.Connection) -> None:
+        stmt = self._insert(s.store_state).values(key="graph_version", value=1)
+        stmt = stmt.on_conflict_do_update(index_elements=["key"], set_={"value": s.store_state.c.value + 1})
+        conn.execute(stmt)
+
+    # ------------------------------------------------------------------ reads
+
+    def graph_version(self) -> int:
+        """Grows with every ingest; an in-memory index reloads when it changes."""
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
+            )
+            return value.scalar() or 0
+
+    def snapshot(self) -> GraphSnapshot:
+        """All nodes and edge versions as arrays (one consistent read)."""
+        signal_codes = {str(k): v for k, v in SIGNAL_CODES.items()}
+        transformation_codes = {str(k): v for k, v in TRANSFORMATION_CODES.items()}
+        confidence_ranks = {str(c): c.rank for c in Confidence}
+        type_codes = {name: code for code, name in enumerate(NODE_TYPES)}
+        with self.engine.connect() as conn, conn.begin():
+            version = (
+                conn.execute(
+                    sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
+                ).scalar()
+                or 0
+            )
+            node_rows = conn.execute(
+                sa.select(
+                    s.nodes.c.id, s.nodes.c.urn, s.nodes.c.node_type, s.nodes.c.kind, s.nodes.c.parent_id
+                ).order_by(s.nodes.c.id)
+            ).all()
+            e = s.edges
+            edge_rows = conn.execute(
+                sa.select(
+                    e.c.id,
+                    e.c.source_id,
+                    e.c.target_id,
+                    e.c.process_id,
+                    e.c.signal,
+                    e.c.confidence,
+                    e.c.transformation,
+                    e.c.valid_from,
+                    e.c.valid_to,
+                ).order_by(e.c.id)
+            ).all()
+        n_edges = len(edge_rows)
+        columns = list(zip(*edge_rows, strict=True)) if edge_rows else [()] * 9
+        return GraphSnapshot(
+            version=version,
+            node_ids=np.fromiter((r[0] for r in node_rows), dtype=np.int64, count=len(node_rows)),
+            node_urns=[r[1] for r in node_rows],
+            node_types=np.fromiter(
+                (type_codes[r[2]] for r in node_rows), dtype=np.int8, count=len(node_rows)
+            ),
+            node_kinds=[r[3] for r in node_rows],
+            node_parents=np.fromiter(
+                (r[4] if r[4] is not None else -1 for r in node_rows), dtype=np.int64, count=len(node_rows)
+            ),
+            edge_ids=np.array(columns[0], dtype=np.int64),
+            edge_source=np.array(columns[1], dtype=np.int64),
+            edge_target=np.array(columns[2], dtype=np.int64),
+            edge_process=np.array(columns[3], dtype=np.int64),
+            edge_signal=np.fromiter((signal_codes[x] for x in columns[4]), dtype=np.int8, count=n_edges),
+            edge_confidence=np.fromiter(
+                (confidence_ranks[x] for x in columns[5]), dtype=np.int8, count=n_edges
+            ),
+            edge_transformation=np.fromiter(
+                (transformation_codes[x] if x else -1 for x in columns[6]), dtype=np.int8, count=n_edges
+            ),
+            edge_valid_from=np.array(columns[7], dtype=np.int64),
+            edge_valid_to=np.fromiter(
+                (OPEN_END if x is None else x for x in columns[8]), dtype=np.int64, count=n_edges
+            ),
+        )
+
+    def nodes(self, urns: Iterable[str]) -> dict[str, NodeRecord]:
+        found: dict[str, NodeRecord] = {}
+        wanted = list(dict.fromkeys(urns))
+        with self.engine.connect() as conn:
+            for chunk in _chunks(wanted):
+                for row in conn.execute(sa.select(s.nodes).where(s.nodes.c.urn.in_(chunk))):
+                    found[row.urn] = _node_record(row)
+        return found
+
+    def node(self, urn: str) -> NodeRecord | None:
+        return self.nodes([urn]).get(urn)
+
+    def fields_of(self, asset_urn: str) -> list[NodeRecord]:
+        parent = s.nodes.alias("parent")
+        query = (
+            sa.select(s.nodes)
+            .join(parent, s.nodes.c.parent_id == parent.c.id)
+            .where(parent.c.urn == asset_urn)
+            .order_by(s.nodes.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [_node_record(row) for row in conn.execute(query)]
+
+    def find_urns(self, suffix: str, *, node_type: str | None = None, limit: int = 20) -> list[str]:
+        """URNs that end with `suffix` (how a plain name typed by a user is matched)."""
+        query = sa.select(s.nodes.c.urn).where(s.nodes.c.urn.endswith(suffix, autoescape=True))
+        if node_type:
+            query = query.where(s.nodes.c.node_type == node_type)
+        with self.engine.connect() as conn:
+            return list(conn.execute(query.order_by(s.nodes.c.urn).limit(limit)).scalars())
+
+    def edges(
+        self,
+        *,
+        as_of: datetime | None = None,
+        ids: Sequence[int] | None = None,
+        touching: str | None = None,
+    ) -> list[EdgeRecord]:
+        """Edge versions valid at `as_of` (now if None), optionally by id or touching one node."""
+        query = self._edge_query()
+        e = s.edges
+        if ids is not None:
+            records: list[EdgeRecord] = []
+            with self.engine.connect() as conn:
+                for chunk in _chunks(list(ids)):
+                    records.extend(_edge_record(r) for r in conn.execute(query.where(e.c.id.in_(chunk))))
+            return records
+        query = query.where(_valid_at(to_micros(as_of)) if as_of else e.c.valid_to.is_(None))
+        if touching is not None:
+            node_id = sa.select(s.nodes.c.id).where(s.nodes.c.urn == touching).scalar_subquery()
+            query = query.where(sa.or_(e.c.source_id == node_id, e.c.target_id == node_id))
+        with self.engine.connect() as conn:
+            return [_edge_record(r) for r in conn.execute(query.order_by(e.c.id))]
+
+    def diff(self, since: datetime, until: datetime) -> GraphDiff:
+        """Edges valid at `until` but not at `since` (added), and the reverse (removed)."""
+        before = {e.key: e for e in self.edges(as_of=since)}
+        after = {e.key: e for e in self.edges(as_of=until)}
+        return GraphDiff(
+            added=[e for key, e in after.items() if key not in before],
+            removed=[e for key, e in before.items() if key not in after],
+        )
+
+    def known_columns(self) -> dict[str, list[str]]:
+        """Columns of every asset as far as the store has seen them: a schema for `SELECT *`."""
+        parent = s.nodes.alias("parent")
+        query = (
+            sa.select(parent.c.urn, s.nodes.c.urn)
+            .join(parent, s.nodes.c.parent_id == parent.c.id)
+            .where(s.nodes.c.node_type == "field")
+            .order_by(s.nodes.c.id)
+        )
+        columns: dict[str, list[str]] = defaultdict(list)
+        with self.engine.connect() as conn:
+            for asset_urn, field_urn in conn.execute(query):
+                path = field_urn.partition("#")[2]
+                if "." not in path:  # top-level columns only; nested paths live under them
+                    columns[asset_urn].append(path)
+        return dict(columns)
+
+    def problems(self, limit: int = 100) -> list[Problem]:
+        query = sa.select(s.problems).order_by(s.problems.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [Problem(r.source, r.reason, r.location, r.excerpt) for r in conn.execute(query)]
+
+    def counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            by_type = dict(
+                conn.execute(
+                    sa.select(s.nodes.c.node_type, sa.func.count()).group_by(s.nodes.c.node_type)
+                ).all()
+            )
+            open_edges = (
+                conn.execute(sa.select(sa.func.count()).where(s.edges.c.valid_to.is_(None))).scalar() or 0
+            )
+            all_edges = conn.execute(sa.select(sa.func.count()).select_from(s.edges)).scalar() or 0
+        return {**{t: by_type.get(t, 0) for t in NODE_TYPES}, "edges": open_edges, "edge_versions": all_edges}
+
+    @staticmethod
+    def _edge_query() -> sa.Select[Any]:
+        e = s.edges
+        src, dst, proc = s.nodes.alias("src"), s.nodes.alias("dst"), s.nodes.alias("proc")
+        return (
+            sa.select(
+                e.c.id,
+                src.c.urn.label("source"),
+                dst.c.urn.label("target"),
+                proc.c.urn.label("process"),
+                e.c.signal,
+                e.c.confidence,
+                e.c.transformation,
+                e.c.description,
+                e.c.valid_from,
+                e.c.valid_to,
+                e.c.first_seen,
+                e.c.last_seen,
+            )
+            .join(src, e.c.source_id == src.c.id)
+            .join(dst, e.c.target_id == dst.c.id)
+            .join(proc, e.c.process_id == proc.c.id)
+        )
+
+
+def _update_version(table: sa.Table) -> sa.Update:
+    """An executemany UPDATE of the rows of one process version (`_pid`, `_from`)."""
+    return table.update().where(
+        table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from")
+    )
+
+
+def _valid_at(moment_us: int) -> sa.ColumnElement[bool]:
+    e = s.edges
+    return sa.and_(e.c.valid_from <= moment_us, sa.or_(e.c.valid_to.is_(None), e.c.valid_to > moment_us))
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def _merge_asset(old: Asset | None, new: Asset) -> Asset:
+    if old is None:
+        return new
+    return Asset(
+        new.urn,
+        owner=new.owner or old.owner,
+        layer=new.layer or old.layer,
+        security_level=new.security_level if new.security_level is not None else old.security_level,
+        labels=old.labels | new.labels,
+        description=new.description or old.description,
+        metadata={**old.metadata, **new.metadata},
+    )
+
+
+def _node_row(urn: str, node_type: str, kind: str, now_us: int) -> dict[str, Any]:
+    return {
+        "urn": urn,
+        "node_type": node_type,
+        "kind": kind,
+        "parent_id": None,
+        "labels": [],
+        "properties": {},
+        "first_seen": now_us,
+        "last_seen": now_us,
+    }
+
+
+def _node_record(row: Any) -> NodeRecord:
+    return NodeRecord(
+        id=row.id,
+        urn=row.urn,
+        node_type=row.node_type,
+        kind=row.kind,
+        parent_id=row.parent_id,
+        data_type=row.data_type,
+        owner=row.owner,
+        layer=row.layer,
+        security_level=row.security_level,
+        labels=tuple(row.labels or ()),
+        description=row.description,
+        properties=dict(row.properties or {}),
+        first_seen=from_micros(row.first_seen),
+        last_seen=from_micros(row.last_seen),
+    )
+
+
+def _edge_record(row: Any) -> EdgeRecord:
+    return EdgeRecord(
+        id=row.id,
+        source=row.source,
+        target=row.target,
+        process=row.process,
+        signal=row.signal,
+        confidence=row.confidence,
+        transformation=row.transformation,
+        description=row.description,
+        valid_from=from_micros(row.valid_from),
+        valid_to=from_micros(row.valid_to) if row.valid_to is not None else None,
+        first_seen=from_micros(row.first_seen),
+        last_seen=from_micros(row.last_seen),
+    )
