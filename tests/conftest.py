@@ -1,0 +1,65 @@
+"""Fixtures shared by the whole suite: stores on real SQLite and, where marked, real PostgreSQL."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.postgres import PostgresUnavailable, throwaway_cluster
+from tracelake.store import LineageStore
+
+_database_numbers = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server URL (admin database); see tests/postgres.py for where it comes from."""
+    configured = os.environ.get("TRACELAKE_TEST_PG_URL")
+    if configured:
+        yield configured
+        return
+    try:
+        with throwaway_cluster() as url:
+            yield url
+    except PostgresUnavailable as exc:
+        if os.environ.get("TRACELAKE_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here but unavailable: {exc}")
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the test server for one test."""
+    name = f"tracelake_test_{os.getpid()}_{next(_database_numbers)}"
+    admin = sa.create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[LineageStore]:
+    with LineageStore(f"sqlite:///{tmp_path / 'lineage.db'}") as store:
+        yield store
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LineageStore]:
+    """The same tests on both backends: the store code must not care which it runs on."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    with LineageStore(url) as lineage_store:
+        yield lineage_store
