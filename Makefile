@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` runs the dating-app example end to end,
+# `make test` runs the whole suite. Both set up .venv themselves.
+VENV ?= .venv
+BIN := $(VENV)/bin
+export VENV
+
+.PHONY: demo test lint bench clean
+
+demo:
+	@scripts/bootstrap.sh
+	@scripts/demo.sh
+
+test:
+	@scripts/bootstrap.sh dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/pytest
+
+lint:
+	@scripts/bootstrap.sh dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+bench:
+	@scripts/bootstrap.sh dev,bench
+	$(BIN)/python bench/sql_lineage.py
+	$(BIN)/python bench/store.py
+
+clean:
+	rm -rf .tracelake .pytest_cache .ruff_cache

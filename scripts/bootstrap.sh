@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Make .venv hold Tracelake with the given extras (e.g. "dev" or "dev,bench"), installing only
+# when pyproject.toml changed since the last install. Says plainly what is missing otherwise.
+set -euo pipefail
+extras="${1:-}"
+venv="${VENV:-.venv}"
+
+find_python() {
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if [ ! -x "$venv/bin/python" ]; then
+  python=$(find_python) || {
+    echo "tracelake: needs Python >= 3.11 (none found on PATH as python3.11+ or python3)." >&2
+    exit 1
+  }
+  "$python" -m venv "$venv" || {
+    echo "tracelake: '$python -m venv' failed; install the venv module (Debian: apt-get install python3-venv)." >&2
+    exit 1
+  }
+fi
+
+stamp="$venv/.installed-${extras//,/-}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "tracelake: installing into $venv ${extras:+(extras: $extras)}"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  target="."
+  [ -n "$extras" ] && target=".[$extras]"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$target"
+  touch "$stamp"
+fi
