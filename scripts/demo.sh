@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The dating-app walkthrough: ingest three days of a Spark query log, then ask where the
+# religion column of the safety training table comes from and where it goes.
+set -euo pipefail
+tl="${VENV:-.venv}/bin/tracelake"
+export TRACELAKE_DB="${TRACELAKE_DB:-.tracelake/demo.db}"
+rm -f "$TRACELAKE_DB" "$TRACELAKE_DB-wal" "$TRACELAKE_DB-shm"
+example=examples/dating
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "Ingest the Spark SQL query log (3 days, one statement has a typo)"
+"$tl" ingest sql "$example/query_log.jsonl" --schema "$example/schema.yaml"
+
+step "Where does safety_training_tbl.target_religion come from? (values only)"
+"$tl" lineage dating.safety_training_tbl#target_religion --up --direct-only
+
+step "Where does it go?"
+"$tl" lineage dating.safety_training_tbl#target_religion --down
+
+step "What does user_profile.religion reach, as JSON other tools can read (first lines)"
+"$tl" lineage dating.user_profile#religion --down --format json | head -n 30
+
+step "Impact of changing dating.user_profile"
+"$tl" impact dating.user_profile
+
+step "How did the lineage change on 2024-03-12?"
+"$tl" diff --from 2024-03-11 --to 2024-03-12
+
+step "The safety training table as it was on 2024-03-10 vs now"
+"$tl" lineage dating.safety_training_tbl --up --depth 1 --as-of 2024-03-10 --format mermaid
+"$tl" lineage dating.safety_training_tbl --up --depth 1 --format mermaid
+
+echo
+echo "Store: $TRACELAKE_DB  (try: $tl show dating.safety_log_tbl --db $TRACELAKE_DB)"
