@@ -1,1 +1,17 @@
 """Analyses over the lineage graph: pure functions over an in-memory graph index."""
+
+from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError, refresh
+from tracelake.graph.traverse import ImpactedAsset, LineageResult, impact, lineage, paths
+
+__all__ = [
+    "EdgeRef",
+    "GraphIndex",
+    "ImpactedAsset",
+    "IndexCache",
+    "LineageResult",
+    "UnknownNodeError",
+    "impact",
+    "lineage",
+    "paths",
+    "refresh",
+]
