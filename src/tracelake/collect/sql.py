@@ -1,0 +1,467 @@
+"""The SQL lineage collector: SQL scripts, folders of them and query logs → LineageBatches.
+
+A *run* is what executed together: one `.sql` file, or the entries of one `job_id` in a
+JSON-lines query log (an entry without a job id is a run of its own). Each run becomes one
+batch with one Process and one Run, so that a temp view created by one statement of a run
+connects the statements that read it. Statements are parsed one by one: a statement that
+does not parse becomes a `Problem` (with its line and sqlglot's reason) and the rest of the
+run still yields lineage. Bad input never raises, except a path that does not exist
+(`FileNotFoundError`) and a dialect sqlglot does not know (`UnknownDialectError`, before
+anything is read).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlglot.dialects.dialect import Dialect, Dialects
+
+from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
+from tracelake.collect.sql_statements import RunState
+from tracelake.model import (
+    DEFAULT_DATABASE,
+    Asset,
+    Field,
+    FlowEdge,
+    LineageBatch,
+    Problem,
+    Process,
+    Run,
+    Signal,
+    as_utc,
+    fingerprint,
+)
+
+QUERY_LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log"})
+# Engine names seen in query logs that are not sqlglot dialect names themselves.
+_ENGINE_ALIASES = {"spark3": "spark", "sparksql": "spark", "spark_sql": "spark", "hiveql": "hive"}
+
+
+class UnknownDialectError(ValueError):
+    """A dialect name sqlglot does not know."""
+
+
+def supported_dialects() -> list[str]:
+    return sorted(d.value for d in Dialects if d.value)
+
+
+def _dialect(name: str) -> Dialect:
+    key = _ENGINE_ALIASES.get(name.strip().lower(), name.strip().lower())
+    try:
+        return Dialect.get_or_raise(key)
+    except ValueError as error:
+        raise UnknownDialectError(
+            f"unknown SQL dialect {name!r}; supported: {', '.join(supported_dialects())}"
+        ) from error
+
+
+@dataclass
+class SqlCollection:
+    """What a collection produced: one batch per run, plus the statements that failed."""
+
+    batches: list[LineageBatch] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    statements: int = 0
+    parsed: int = 0
+    failed: int = 0
+
+    @property
+    def edges(self) -> int:
+        return sum(len(batch.edges) for batch in self.batches)
+
+    def extend(self, other: SqlCollection) -> None:
+        self.batches.extend(other.batches)
+        self.problems.extend(other.problems)
+        self.statements += other.statements
+        self.parsed += other.parsed
+        self.failed += other.failed
+
+
+@dataclass
+class _RunBuilder:
+    """One run being replayed: its state, the shapes of its statements, when and by whom."""
+
+    state: RunState
+    dialect_name: str
+    shapes: list[str] = field(default_factory=list)
+    parsed: int = 0
+    started_at: datetime | None = None
+    user: str | None = None
+
+    def replay(
+        self,
+        text: str,
+        dialect: Dialect,
+        source: str,
+        where: Callable[[int, int], str],
+        collection: SqlCollection,
+    ) -> None:
+        """Parse and apply every statement of `text`; failures become problems."""
+        for item in parse_statements(text, dialect):
+            collection.statements += 1
+            if isinstance(item, StatementError):
+                collection.failed += 1
+                collection.problems.append(
+                    Problem(source, item.reason, where(item.line, item.index), item.excerpt)
+                )
+                continue
+            error = self._apply(item, dialect)
+            if error is None:
+                collection.parsed += 1
+                self.parsed += 1
+                self.shapes.append(item.shape)
+            else:
+                collection.failed += 1
+                collection.problems.append(
+                    Problem(source, error, where(item.line, item.index), excerpt(item.text))
+                )
+
+    def _apply(self, item: ParsedStatement, dialect: Dialect) -> str | None:
+        if item.expression is None:
+            return None
+        self.state.dialect = dialect
+        try:
+            self.state.apply(item.expression)
+        except RecursionError:
+            return "the statement is nested too deeply to analyse"
+        except Exception as error:
+            # sqlglot can fail on constructs it parsed but cannot scope; one statement's
+            # failure must not stop the run
+            return f"could not work out the lineage: {type(error).__name__}: {error}"[:500]
+        return None
+
+    def batch(
+        self, process_urn: str, name: str, metadata: dict[str, Any], job_id: str | None
+    ) -> LineageBatch:
+        state = self.state
+        code = fingerprint(*self.shapes)
+        started = as_utc(self.started_at) if self.started_at is not None else None
+        run_id = fingerprint(process_urn, started.isoformat() if started else "", code)
+        edges = [
+            FlowEdge(source, target, process_urn, Signal.SQL_STATIC, confidence, kind)
+            for (source, target, kind), confidence in state.edges.items()
+        ]
+        assets: dict[str, None] = dict.fromkeys(state.assets)
+        fields: dict[str, None] = dict.fromkeys(state.field_types)
+        for edge in edges:
+            for node in (edge.source, edge.target):
+                asset, hash_, _ = node.partition("#")
+                assets.setdefault(asset)
+                if hash_:
+                    fields.setdefault(node)
+        return LineageBatch(
+            assets=[Asset(urn, metadata=dict(state.assets.get(urn, {}))) for urn in assets],
+            fields=[Field(urn, data_type=_field_type(state, urn)) for urn in fields],
+            processes=[
+                Process(
+                    process_urn,
+                    name=name,
+                    kind="sql",
+                    metadata={
+                        **metadata,
+                        "dialect": self.dialect_name,
+                        "statements": self.parsed,
+                        "fingerprint": code,
+                    },
+                )
+            ],
+            runs=[Run(run_id, process_urn, started_at=started, job_id=job_id, user=self.user)],
+            edges=edges,
+            observed_at=started,
+        )
+
+
+def _field_type(state: RunState, urn: str) -> str | None:
+    if urn in state.field_types and state.field_types[urn] is not None:
+        return state.field_types[urn]
+    asset, _, path = urn.partition("#")
+    learnt = state.learnt.get(asset)
+    if learnt is not None and learnt.get(path) is not None:
+        return learnt[path]
+    return state.schema.column_type(asset, path) if state.schema is not None else None
+
+
+def _new_run(
+    dialect: Dialect, dialect_name: str, schema: SchemaCatalog | None, default_db: str
+) -> _RunBuilder:
+    return _RunBuilder(RunState(dialect, schema, default_db.lower()), dialect_name)
+
+
+# -- public API ---------------------------------------------------------------------------
+
+
+def collect_sql(
+    text: str,
+    *,
+    dialect: str = "spark",
+    source: str = "<sql>",
+    schema: SchemaCatalog | None = None,
+    default_db: str = DEFAULT_DATABASE,
+    process: str | None = None,
+    observed_at: datetime | None = None,
+    job_id: str | None = None,
+    user: str | None = None,
+) -> SqlCollection:
+    """Lineage of one SQL script (one run). `process` overrides the process URN."""
+    parsed_dialect = _dialect(dialect)
+    collection = SqlCollection()
+    run = _new_run(parsed_dialect, dialect, schema, default_db)
+    run.started_at, run.user = observed_at, user
+    run.replay(text, parsed_dialect, source, _file_location, collection)
+    if run.parsed:
+        urn = process or (f"sql.job/{job_id}" if job_id else f"sql.script/{source}")
+        collection.batches.append(run.batch(urn, job_id or source, {"source": source}, job_id))
+    return collection
+
+
+def collect_path(
+    path: Path,
+    *,
+    dialect: str = "spark",
+    schema: SchemaCatalog | None = None,
+    default_db: str = DEFAULT_DATABASE,
+    progress: Callable[[int], None] | None = None,
+) -> SqlCollection:
+    """A `.sql` file, a folder of them (recursive, sorted), or a JSON-lines query log.
+
+    `progress`, when given, is called with the number of statements read so far.
+    """
+    _dialect(dialect)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
+    if path.is_dir():
+        collection = SqlCollection()
+        for file in sorted(p for p in path.rglob("*.sql") if p.is_file()):
+            collection.extend(_collect_file(file, dialect, schema, default_db))
+            if progress is not None:
+                progress(collection.statements)
+        return collection
+    if path.suffix.lower() in QUERY_LOG_SUFFIXES:
+        return collect_query_log(
+            path, dialect=dialect, schema=schema, default_db=default_db, progress=progress
+        )
+    collection = _collect_file(path, dialect, schema, default_db)
+    if progress is not None:
+        progress(collection.statements)
+    return collection
+
+
+def _collect_file(path: Path, dialect: str, schema: SchemaCatalog | None, default_db: str) -> SqlCollection:
+    text, problem = _read_text(path)
+    if problem is not None:
+        collection = SqlCollection()
+        collection.problems.append(problem)
+        return collection
+    return collect_sql(text, dialect=dialect, source=str(path), schema=schema, default_db=default_db)
+
+
+def _read_text(path: Path) -> tuple[str, Problem | None]:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return "", Problem(str(path), f"cannot read the file: {error.strerror or error}")
+    if b"\x00" in data:
+        return "", Problem(str(path), "not a text file (it contains NUL bytes)")
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as error:
+        return "", Problem(str(path), f"not a text file (not UTF-8 at byte {error.start})")
+
+
+def _file_location(line: int, index: int) -> str:
+    return f"line {line}, statement {index}"
+
+
+# -- query logs ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    number: int
+    query: str
+    dialect: str
+    timestamp: datetime | None
+    job_id: str | None
+    job_name: str | None
+    user: str | None
+
+
+def collect_query_log(
+    path: Path,
+    *,
+    dialect: str = "spark",
+    schema: SchemaCatalog | None = None,
+    default_db: str = DEFAULT_DATABASE,
+    progress: Callable[[int], None] | None = None,
+) -> SqlCollection:
+    """A JSON-lines query log: `{"query", "user", "timestamp", "job_id", "engine"}` per line.
+
+    Entries sharing a job_id are one run (process `sql.job/<job_id>`); any other entry is a
+    run of its own (process `sql.query/<fingerprint of the query with literals blanked>`).
+    """
+    _dialect(dialect)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
+    collection = SqlCollection()
+    text, problem = _read_text(path)
+    if problem is not None:
+        collection.problems.append(problem)
+        return collection
+    source = str(path)
+    jobs: dict[str, list[_Entry]] = {}
+    runs: list[list[_Entry]] = []
+    for entry in _entries(text, source, dialect, collection):
+        if entry.job_id is None:
+            runs.append([entry])
+        elif entry.job_id in jobs:
+            jobs[entry.job_id].append(entry)
+        else:
+            jobs[entry.job_id] = [entry]
+            runs.append(jobs[entry.job_id])
+    for entries in runs:
+        _collect_run(entries, source, dialect, schema, default_db, collection)
+        if progress is not None:
+            progress(collection.statements)
+    return collection
+
+
+def _collect_run(
+    entries: list[_Entry],
+    source: str,
+    dialect: str,
+    schema: SchemaCatalog | None,
+    default_db: str,
+    collection: SqlCollection,
+) -> None:
+    if all(e.timestamp is not None for e in entries):
+        entries = sorted(entries, key=lambda e: as_utc(e.timestamp))  # type: ignore[arg-type]
+    first = entries[0]
+    run = _new_run(_dialect(dialect), first.dialect, schema, default_db)
+    times = [as_utc(e.timestamp) for e in entries if e.timestamp is not None]
+    run.started_at = min(times) if times else None
+    run.user = next((e.user for e in entries if e.user), None)
+    for entry in entries:
+        run.replay(entry.query, _dialect(entry.dialect), source, _entry_location(entry.number), collection)
+    if not run.parsed:
+        return
+    if first.job_id is not None:
+        urn, name = f"sql.job/{first.job_id}", first.job_name or first.job_id
+    else:
+        urn = f"sql.query/{fingerprint(*run.shapes)}"
+        name = f"query at {source}, entry {first.number}"
+    metadata = {"source": source, "entries": [e.number for e in entries]}
+    collection.batches.append(run.batch(urn, name, metadata, first.job_id))
+
+
+def _entry_location(number: int) -> Callable[[int, int], str]:
+    def where(line: int, index: int) -> str:
+        return f"entry {number}" if index == 1 else f"entry {number}, statement {index}"
+
+    return where
+
+
+def _entries(text: str, source: str, dialect: str, collection: SqlCollection) -> Iterator[_Entry]:
+    """Each well-formed log entry; a malformed one is recorded as a problem and skipped."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        # a .json file holding one array of entries rather than one entry per line
+        try:
+            items = json.loads(stripped)
+        except json.JSONDecodeError as error:
+            collection.problems.append(
+                Problem(source, f"not valid JSON: {error.msg}", f"line {error.lineno}")
+            )
+            return
+        numbered: Iterator[tuple[int, Any, str]] = ((i, item, "") for i, item in enumerate(items, 1))
+    else:
+        numbered = _json_lines(text, source, collection)
+    for number, item, raw in numbered:
+        entry = _entry(number, item, raw, source, dialect, collection)
+        if entry is not None:
+            yield entry
+
+
+def _json_lines(text: str, source: str, collection: SqlCollection) -> Iterator[tuple[int, Any, str]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line), line
+        except json.JSONDecodeError as error:
+            collection.statements += 1
+            collection.failed += 1
+            collection.problems.append(
+                Problem(source, f"not a JSON object: {error.msg}", f"entry {number}", excerpt(line))
+            )
+
+
+def _entry(
+    number: int, item: Any, raw: str, source: str, dialect: str, collection: SqlCollection
+) -> _Entry | None:
+    def bad(reason: str) -> None:
+        collection.statements += 1
+        collection.failed += 1
+        collection.problems.append(Problem(source, reason, f"entry {number}", excerpt(raw or str(item))))
+
+    if not isinstance(item, dict):
+        bad(f"an entry should be a JSON object, got {type(item).__name__}")
+        return None
+    query = item.get("query")
+    if not isinstance(query, str) or not query.strip():
+        bad("the entry has no query")
+        return None
+    engine = item.get("engine")
+    entry_dialect = dialect
+    if isinstance(engine, str) and engine.strip():
+        try:
+            _dialect(engine)
+            entry_dialect = engine
+        except UnknownDialectError:
+            collection.problems.append(
+                Problem(source, f"unknown engine {engine!r}; read as {dialect}", f"entry {number}")
+            )
+    timestamp = _timestamp(item.get("timestamp"))
+    if item.get("timestamp") is not None and timestamp is None:
+        collection.problems.append(
+            Problem(source, f"unreadable timestamp {item.get('timestamp')!r}; ignored", f"entry {number}")
+        )
+    return _Entry(
+        number=number,
+        query=query,
+        dialect=entry_dialect,
+        timestamp=timestamp,
+        job_id=_text(item.get("job_id")),
+        job_name=_text(item.get("job_name")),
+        user=_text(item.get("user")),
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            # epoch seconds, or milliseconds as many engines log them
+            return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+    except ValueError:
+        return None

@@ -1,0 +1,496 @@
+"""What each kind of SQL statement does to lineage, statement by statement within one run.
+
+A run (one script, or the statements of one job in a query log) is replayed in order on a
+`RunState`: `USE db` moves the default database, `CREATE TEMP VIEW` / `CACHE TABLE … AS` /
+temporary tables are kept as resolved `Relation`s so later statements read *through* them,
+CREATE TABLE / CTAS teach the run their columns, and writes (INSERT, CTAS, CREATE VIEW,
+MERGE) turn the query's relation into table- and column-level edges onto real tables. Temp
+objects never become nodes: an edge into one is held back and composed with the edge out of
+it when something real reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import build_scope
+from sqlglot.schema import MappingSchema
+
+from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.sql_lineage import (
+    Deps,
+    QueryAnalyzer,
+    Relation,
+    add_composed,
+    add_dep,
+    weakest,
+)
+from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_urn, table_urn
+
+# Temp objects are tagged in the parse tree with a catalog no real table can have, so the
+# per-statement sqlglot schema can describe them next to real tables.
+_TEMP_CATALOG = "__tracelake_temp__"
+_SESSION_DB = "session"
+_GLOBAL_TEMP_DB = "global_temp"
+_DEFAULT_CATALOG = "spark_catalog"
+_UNKNOWN_TYPE = "UNKNOWN"
+
+_LOWERCASE_STRATEGIES = (NormalizationStrategy.LOWERCASE, NormalizationStrategy.CASE_INSENSITIVE)
+
+EdgeKey = tuple[str, str, Transformation | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where a statement writes: a real table (urn) or a temp object (temp_key)."""
+
+    urn: str | None = None
+    temp_key: str | None = None
+
+
+@dataclass
+class RunState:
+    """Everything a run has learnt so far, and the edges it produced."""
+
+    dialect: Dialect
+    schema: SchemaCatalog | None
+    default_db: str
+    default_catalog: str | None = None
+    temp: dict[str, Relation] = field(default_factory=dict)
+    learnt: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
+    assets: dict[str, dict[str, str]] = field(default_factory=dict)
+    field_types: dict[str, str | None] = field(default_factory=dict)
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def apply(self, statement: exp.Expr) -> None:
+        """Replay one parsed statement; statements that move no data change nothing."""
+        if isinstance(statement, exp.Use):
+            self._use(statement)
+        elif isinstance(statement, exp.Insert):
+            self._insert(statement)
+        elif isinstance(statement, exp.MultitableInserts):
+            self._multi_insert(statement)
+        elif isinstance(statement, exp.Create):
+            self._create(statement)
+        elif isinstance(statement, exp.Cache) and isinstance(statement.expression, exp.Query):
+            target = self._target(statement.this, temporary=True)
+            relation = self._analyze(statement.expression)
+            if target is not None and relation is not None:
+                self._write(target, _output_columns(relation, None), relation)
+        elif isinstance(statement, exp.Merge):
+            self._merge(statement)
+        elif isinstance(statement, exp.Drop):
+            self._drop(statement)
+
+    # -- statements -----------------------------------------------------------------------
+
+    def _use(self, statement: exp.Use) -> None:
+        node = statement.this
+        if isinstance(node, exp.Table) and node.name:
+            self.default_db = node.name.lower()
+            catalog = node.text("db").lower()
+            if catalog:
+                self.default_catalog = None if catalog in DEFAULT_CATALOGS else catalog
+
+    def _insert(self, insert: exp.Insert) -> None:
+        node = insert.this
+        explicit: list[str] | None = None
+        if isinstance(node, exp.Schema):
+            explicit = [e.name.lower() for e in node.expressions]
+            node = node.this
+        if not isinstance(node, exp.Table) or not isinstance(insert.expression, exp.Query):
+            return  # INSERT … VALUES, INSERT OVERWRITE DIRECTORY: nothing read from a table
+        target = self._target(node)
+        static, dynamic = _partition_spec(node.args.get("partition") or insert.args.get("partition"))
+        relation = self._analyze(insert)
+        if target is None or relation is None:
+            return
+        known = self._known_columns(target)
+        columns = _insert_columns(
+            relation, explicit, known, static, dynamic, bool(insert.args.get("by_name"))
+        )
+        self._write(target, columns, relation, append=True)
+
+    def _multi_insert(self, statement: exp.MultitableInserts) -> None:
+        """Hive's `FROM src INSERT … SELECT … INSERT … SELECT …`: each insert reads the shared FROM."""
+        source = statement.args.get("source")
+        for insert in statement.expressions:
+            query = insert.expression
+            if isinstance(insert, exp.Insert) and isinstance(query, exp.Select) and source is not None:
+                if not query.args.get("from_"):
+                    query.set("from_", exp.From(this=source.copy()))
+                self._insert(insert)
+
+    def _create(self, create: exp.Create) -> None:
+        kind = (create.args.get("kind") or "").upper()
+        if kind not in ("TABLE", "VIEW"):
+            return
+        node = create.this
+        definitions: list[tuple[str, str | None]] = []
+        if isinstance(node, exp.Schema):
+            definitions = [_column_definition(e) for e in node.expressions]
+            node = node.this
+        properties = create.args.get("properties")
+        temporary = bool(properties and properties.find(exp.TemporaryProperty))
+        is_global = bool(properties and properties.find(exp.GlobalProperty))
+        target = self._target(node, temporary=temporary or is_global, is_global=is_global)
+        if target is None:
+            return
+        query = create.expression
+        if not isinstance(query, exp.Query):
+            like = properties.find(exp.LikeProperty) if properties else None
+            if like is not None and isinstance(like.this, exp.Table):
+                definitions = self._like_columns(like.this)
+            self._define(target, definitions)
+            return
+        relation = self._analyze(create)
+        if relation is None:
+            return
+        names = [name for name, _ in definitions] or None
+        self._write(target, _output_columns(relation, names), relation, view=kind == "VIEW")
+        if target.urn is not None and definitions:
+            for name, data_type in definitions:
+                self.learnt.setdefault(target.urn, {})[name] = data_type
+
+    def _merge(self, merge: exp.Merge) -> None:
+        """MERGE: each WHEN clause is analysed as `SELECT <values> FROM <using> JOIN <target> ON …`."""
+        node = merge.this
+        using, on, whens = merge.args.get("using"), merge.args.get("on"), merge.args.get("whens")
+        if not isinstance(node, exp.Table) or using is None or whens is None:
+            return
+        target = self._target(node)
+        if target is None:
+            return
+        known = self._known_columns(target)
+        for when in whens.expressions:
+            then = when.args.get("then")
+            names, values = _merge_assignments(then)
+            if names is None:
+                continue
+            projections = [v.copy() for v in values]
+            condition = when.args.get("condition")
+            if condition is not None:
+                projections.append(exp.alias_(condition.copy(), "__when__"))
+            select = exp.Select(expressions=projections or [exp.Star()]).from_(using.copy())
+            select = select.join(node.copy(), on=on.copy() if on is not None else None)
+            relation = self._analyze(select)
+            if relation is None:
+                continue
+            outputs = relation.columns[: len(values)]
+            conditional: Deps = {}
+            if condition is not None:
+                add_composed(conditional, relation.columns[-1][1], Transformation.CONDITIONAL)
+            if names == ["*"]:
+                # UPDATE SET * / INSERT *: every source column into the same-named target column
+                star = self._analyze(exp.Select(expressions=[exp.Star()]).from_(using.copy()))
+                columns = [(n, d, Confidence.HIGH) for n, d in (star.columns if star else [])]
+                if star is not None and not star.complete and known:
+                    columns = [(n, star.lookup(n) or {}, Confidence.LOW) for n in known]
+            else:
+                columns = [(n, deps, Confidence.HIGH) for n, (_, deps) in zip(names, outputs, strict=False)]
+            columns = [(n, {**deps, **conditional}, cap) for n, deps, cap in columns]
+            self._write(target, columns, relation, append=True, skip_self=True)
+
+    def _drop(self, drop: exp.Drop) -> None:
+        for node in drop.args.get("tables") or ():
+            if not isinstance(node, exp.Table):
+                continue
+            key = _temp_key(node)
+            if key in self.temp:
+                del self.temp[key]
+            elif not node.text("db") and node.name.lower() in self.temp:
+                del self.temp[node.name.lower()]
+            else:
+                target = self._target(node)
+                if target is not None and target.urn is not None:
+                    self.learnt.pop(target.urn, None)
+
+    # -- resolution -----------------------------------------------------------------------
+
+    def _target(self, node: exp.Expr, *, temporary: bool = False, is_global: bool = False) -> _Target | None:
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            return None
+        name, db = node.name.lower(), node.text("db").lower()
+        if temporary:
+            return _Target(
+                temp_key=f"{_GLOBAL_TEMP_DB}.{name}" if is_global or db == _GLOBAL_TEMP_DB else name
+            )
+        if not db and name in self.temp:
+            return _Target(temp_key=name)  # e.g. INSERT INTO a Hive temporary table
+        if db == _GLOBAL_TEMP_DB and f"{_GLOBAL_TEMP_DB}.{name}" in self.temp:
+            return _Target(temp_key=f"{_GLOBAL_TEMP_DB}.{name}")
+        return _Target(urn=self._urn(name, db, node.text("catalog").lower()))
+
+    def _urn(self, name: str, db: str, catalog: str) -> str:
+        if not db:
+            db, catalog = self.default_db, catalog or (self.default_catalog or "")
+        return table_urn(name, db, catalog or None)
+
+    def _known_columns(self, target: _Target) -> list[str] | None:
+        if target.temp_key is not None:
+            relation = self.temp.get(target.temp_key)
+            return relation.names() if relation is not None and relation.complete else None
+        assert target.urn is not None
+        learnt = self.learnt.get(target.urn)
+        if learnt is not None:
+            return list(learnt)
+        return self.schema.top_level_columns(target.urn) if self.schema is not None else None
+
+    def _like_columns(self, node: exp.Table) -> list[tuple[str, str | None]]:
+        source = self._target(node)
+        if source is None:
+            return []
+        names = self._known_columns(source) or []
+        return [(name, self._column_type(source.urn, name) if source.urn else None) for name in names]
+
+    def _column_type(self, urn: str, path: str) -> str | None:
+        learnt = self.learnt.get(urn)
+        if learnt is not None and path in learnt:
+            return learnt[path]
+        return self.schema.column_type(urn, path) if self.schema is not None else None
+
+    def _table_relation(self, node: exp.Table) -> Relation:
+        """The relation a FROM/JOIN table stands for, once `_prepare` has tagged it."""
+        if not isinstance(node.this, exp.Identifier):
+            return Relation(complete=False)  # a table-valued function
+        if node.text("catalog") == _TEMP_CATALOG:
+            key = node.name if node.text("db") == _SESSION_DB else f"{_GLOBAL_TEMP_DB}.{node.name}"
+            return self.temp.get(key.lower()) or Relation(complete=False)
+        catalog = node.text("catalog").lower()
+        urn = table_urn(node.name, node.text("db"), None if catalog == _DEFAULT_CATALOG else catalog)
+        return Relation.table(urn, self._known_columns(_Target(urn=urn)))
+
+    # -- analysis -------------------------------------------------------------------------
+
+    def _analyze(self, holder: exp.Expr) -> Relation | None:
+        """The relation of the query in `holder` (a statement, or a query of its own)."""
+        tables = self._prepare(holder)
+        # names are already lower-cased; only dialects that fold identifiers another way
+        # need sqlglot to normalise the mapping (which costs more than the rest of qualify)
+        normalize = self.dialect.NORMALIZATION_STRATEGY not in _LOWERCASE_STRATEGIES
+        # qualify only sharpens the picture (star expansion, alias references); when it gives
+        # up, the resolver works on the tree as it is and guesses, with a lower confidence,
+        # where it must
+        with contextlib.suppress(Exception):
+            qualify(
+                holder,
+                dialect=self.dialect,
+                schema=MappingSchema(tables, dialect=self.dialect, normalize=normalize),
+                validate_qualify_columns=False,
+                allow_partial_qualification=True,
+                quote_identifiers=False,
+                identify=False,
+            )
+        root = build_scope(holder)
+        if root is None:
+            return None
+        return QueryAnalyzer(self._table_relation).analyze(root)
+
+    def _prepare(self, holder: exp.Expr) -> dict[str, object]:
+        """Name every table fully (temp objects under their own catalog) and describe them for qualify."""
+        ctes = {cte.alias_or_name.lower() for cte in holder.find_all(exp.CTE)}
+        schema: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
+        for node in holder.find_all(exp.Table):
+            if not isinstance(node.this, exp.Identifier):
+                continue
+            name, db, catalog = node.name.lower(), node.text("db").lower(), node.text("catalog").lower()
+            if not db and not catalog and name in ctes:
+                continue
+            if not db and name in self.temp:
+                catalog, db, columns = _TEMP_CATALOG, _SESSION_DB, self._temp_columns(name)
+            elif db == _GLOBAL_TEMP_DB and f"{db}.{name}" in self.temp:
+                catalog, columns = _TEMP_CATALOG, self._temp_columns(f"{db}.{name}")
+            else:
+                if not db:
+                    db, catalog = self.default_db, catalog or (self.default_catalog or "")
+                if catalog in DEFAULT_CATALOGS or not catalog:
+                    catalog = _DEFAULT_CATALOG
+                urn = table_urn(name, db, None if catalog == _DEFAULT_CATALOG else catalog)
+                columns = self._known_columns(_Target(urn=urn))
+            node.set("catalog", exp.to_identifier(catalog))
+            node.set("db", exp.to_identifier(db))
+            node.set("this", exp.to_identifier(name))
+            if columns:
+                schema.setdefault(catalog, {}).setdefault(db, {})[name] = dict.fromkeys(
+                    columns, _UNKNOWN_TYPE
+                )
+        return schema
+
+    def _temp_columns(self, key: str) -> list[str] | None:
+        relation = self.temp[key]
+        return relation.names() if relation.complete else None
+
+    # -- output ---------------------------------------------------------------------------
+
+    def _define(self, target: _Target, definitions: list[tuple[str, str | None]]) -> None:
+        """CREATE TABLE without a query: remember the columns; a temp table starts empty."""
+        if target.temp_key is not None:
+            relation = Relation(complete=bool(definitions))
+            for name, _ in definitions:
+                relation.add_column(name, {})
+            self.temp[target.temp_key] = relation
+            return
+        assert target.urn is not None
+        self.learnt[target.urn] = dict(definitions)
+        if definitions:
+            self.assets.setdefault(target.urn, {})
+            for name, data_type in definitions:
+                self.field_types[field_urn(target.urn, name)] = data_type
+
+    def _write(
+        self,
+        target: _Target,
+        columns: list[tuple[str, Deps, Confidence]],
+        relation: Relation,
+        *,
+        view: bool = False,
+        append: bool = False,
+        skip_self: bool = False,
+    ) -> None:
+        if target.temp_key is not None:
+            self._write_temp(target.temp_key, columns, relation, append=append)
+            return
+        urn = target.urn
+        assert urn is not None
+        metadata = self.assets.setdefault(urn, {})
+        if view:
+            metadata["type"] = "view"
+        if not append and relation.complete:
+            self.learnt[urn] = {name: self._column_type(urn, name) for name, _, _ in columns}
+        for source in relation.tables:
+            if not (skip_self and source == urn):
+                self._edge(source, urn, None, Confidence.HIGH)
+        prefix = urn + "#"
+        for name, deps, cap in columns:
+            target_field = field_urn(urn, name)
+            for (source, kind), confidence in (*deps.items(), *relation.indirect.items()):
+                if not (skip_self and source.startswith(prefix)):
+                    self._edge(source, target_field, kind, weakest(confidence, cap))
+
+    def _write_temp(
+        self, key: str, columns: list[tuple[str, Deps, Confidence]], relation: Relation, *, append: bool
+    ) -> None:
+        """Keep a temp object's resolved lineage, so readers compose straight to real tables."""
+        previous = self.temp.get(key) if append else None
+        stored = Relation(
+            complete=previous.complete if previous is not None else relation.complete,
+            tables=set(relation.tables),
+            passthrough=list(relation.passthrough),
+        )
+        for key_, confidence in relation.indirect.items():
+            add_dep(stored.indirect, key_, confidence)
+        incoming = {name: (deps, cap) for name, deps, cap in columns}
+        names = previous.names() if previous is not None else [name for name, _, _ in columns]
+        for name in names:
+            merged: Deps = dict(previous.lookup(name) or {}) if previous is not None else {}
+            deps, cap = incoming.get(name, ({}, Confidence.HIGH))
+            add_composed(merged, deps, Transformation.IDENTITY, cap)
+            stored.add_column(name, merged)
+        if previous is not None:
+            stored.tables |= previous.tables
+            for key_, confidence in previous.indirect.items():
+                add_dep(stored.indirect, key_, confidence)
+        self.temp[key] = stored
+
+    def _edge(self, source: str, target: str, kind: Transformation | None, confidence: Confidence) -> None:
+        add_dep(self.edges, (source, target, kind), confidence)
+
+
+# -- pure helpers -------------------------------------------------------------------------
+
+
+def _temp_key(node: exp.Table) -> str:
+    db = node.text("db").lower()
+    return f"{db}.{node.name.lower()}" if db == _GLOBAL_TEMP_DB else node.name.lower()
+
+
+def _column_definition(node: exp.Expr) -> tuple[str, str | None]:
+    if isinstance(node, exp.ColumnDef):
+        kind = node.args.get("kind")
+        return node.name.lower(), kind.sql() if isinstance(kind, exp.DataType) else None
+    return node.name.lower(), None
+
+
+def _partition_spec(partition: exp.Expr | None) -> tuple[list[str], list[str]]:
+    """(static, dynamic) partition column names of `PARTITION (ds='…', hr)`."""
+    static: list[str] = []
+    dynamic: list[str] = []
+    if isinstance(partition, exp.Partition):
+        for item in partition.expressions:
+            if isinstance(item, exp.EQ | exp.PropertyEQ):
+                static.append(item.this.name.lower())
+            elif isinstance(item, exp.Column | exp.Identifier):
+                dynamic.append(item.name.lower())
+    return static, dynamic
+
+
+def _output_columns(relation: Relation, names: list[str] | None) -> list[tuple[str, Deps, Confidence]]:
+    """CTAS / views: the query's outputs, renamed by an explicit column list if there is one."""
+    return [
+        (names[i] if names and i < len(names) else name, deps, Confidence.HIGH)
+        for i, (name, deps) in enumerate(relation.columns)
+    ]
+
+
+def _insert_columns(
+    relation: Relation,
+    explicit: list[str] | None,
+    known: list[str] | None,
+    static: list[str],
+    dynamic: list[str],
+    by_name: bool,
+) -> list[tuple[str, Deps, Confidence]]:
+    """Which target column each output of an INSERT's query feeds.
+
+    An explicit column list maps by position; so does the target's known schema (minus
+    static partition columns, with dynamic ones last, as Hive lays them out). With neither,
+    the query's own output names are used, its last outputs feeding the dynamic partitions.
+    An unexpanded `*` leaves positions unknown: then known target columns are matched by
+    name, with low confidence.
+    """
+    outputs = relation.columns
+    if by_name:
+        return [(name, deps, Confidence.HIGH) for name, deps in outputs if name not in static]
+    if explicit is not None:
+        names = explicit + [d for d in dynamic if d not in explicit]
+    elif known is not None:
+        names = [c for c in known if c not in static and c not in dynamic] + dynamic
+    else:
+        names = None
+    if not relation.complete:
+        wanted = names or [name for name, _ in outputs]
+        return [
+            (name, deps, Confidence.LOW) for name in wanted if (deps := relation.lookup(name)) is not None
+        ]
+    if names is not None and (explicit is not None or len(names) == len(outputs)):
+        return [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(names, outputs, strict=False)]
+    if names is not None:
+        # the schema and the query disagree on the column count: trust matching names only
+        present = set(names)
+        return [(name, deps, Confidence.MEDIUM) for name, deps in outputs if name in present]
+    cut = len(outputs) - len(dynamic)
+    mapped = [(name, deps, Confidence.HIGH) for name, deps in outputs[:cut] if name not in static]
+    mapped += [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(dynamic, outputs[cut:], strict=False)]
+    return mapped
+
+
+def _merge_assignments(then: exp.Expr | None) -> tuple[list[str] | None, list[exp.Expr]]:
+    """Target column names and value expressions of a WHEN clause (["*"] for `UPDATE SET *`)."""
+    if isinstance(then, exp.Update):
+        if any(isinstance(e, exp.Star) for e in then.expressions):
+            return ["*"], []
+        pairs = [(e.this, e.expression) for e in then.expressions if isinstance(e, exp.EQ)]
+        return [c.name.lower() for c, _ in pairs], [v for _, v in pairs]
+    if isinstance(then, exp.Insert):
+        if isinstance(then.this, exp.Star):
+            return ["*"], []
+        columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
+        values = then.expression.expressions if isinstance(then.expression, exp.Tuple) else []
+        return [c.name.lower() for c in columns], list(values)
+    return None, []
