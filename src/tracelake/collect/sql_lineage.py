@@ -372,56 +372,60 @@ class QueryAnalyzer:
     def _walk(
         self, node: exp.Expr | None, mode: Transformation, context: _Context, out: Deps, clause: str
     ) -> None:
-        """Add to `out` every source field `node` reads, with how its value reaches the output."""
-        if node is None or isinstance(node, _LEAVES):
-            return
-        if isinstance(node, exp.Column):
-            if not isinstance(node.this, exp.Star):
-                self._column(node, (), mode, context, out, clause)
-            return
-        if isinstance(node, exp.Dot):
-            column, path = _flatten_dot(node)
-            if column is not None:
-                self._column(column, path, mode, context, out, clause)
-                return
-        if isinstance(node, exp.Subquery | exp.Query):
-            self._subquery(node, mode, context, out)
-            return
-        if isinstance(node, exp.Window):
-            self._walk(node.this, _descend(mode), context, out, clause)
-            window_mode = _influence(mode, T.WINDOW)
-            for key in node.args.get("partition_by") or ():
-                self._walk(key, window_mode, context, out, clause)
-            self._walk(node.args.get("order"), window_mode, context, out, clause)
-            return
-        if isinstance(node, exp.Case | exp.If | exp.Nvl2):
-            condition_mode, value_mode = _influence(mode, T.CONDITIONAL), _descend(mode)
-            if isinstance(node, exp.Case):
-                self._walk(node.this, condition_mode, context, out, clause)
-                for branch in node.args.get("ifs") or ():
-                    self._walk(branch.this, condition_mode, context, out, clause)
-                    self._walk(branch.args.get("true"), value_mode, context, out, clause)
-                self._walk(node.args.get("default"), value_mode, context, out, clause)
+        """Add to `out` every source field `node` reads, with how its value reaches the output.
+
+        A work list rather than recursion: machine-written SQL nests `a + b + … ` thousands
+        deep, past Python's recursion limit.
+        """
+        stack: list[tuple[exp.Expr | None, Transformation, _Context]] = [(node, mode, context)]
+        while stack:
+            node, mode, context = stack.pop()
+            if node is None or isinstance(node, _LEAVES):
+                continue
+            if isinstance(node, exp.Column):
+                if not isinstance(node.this, exp.Star):
+                    self._column(node, (), mode, context, out, clause)
+                continue
+            if isinstance(node, exp.Dot):
+                column, path = _flatten_dot(node)
+                if column is not None:
+                    self._column(column, path, mode, context, out, clause)
+                    continue
+            if isinstance(node, exp.Subquery | exp.Query):
+                self._subquery(node, mode, context, out)
+                continue
+            if isinstance(node, exp.Window):
+                window_mode = _influence(mode, T.WINDOW)
+                stack.append((node.this, _descend(mode), context))
+                stack.extend((key, window_mode, context) for key in node.args.get("partition_by") or ())
+                stack.append((node.args.get("order"), window_mode, context))
+                continue
+            if isinstance(node, exp.Case | exp.If | exp.Nvl2):
+                condition_mode, value_mode = _influence(mode, T.CONDITIONAL), _descend(mode)
+                stack.append((node.this, condition_mode, context))
+                if isinstance(node, exp.Case):
+                    for branch in node.args.get("ifs") or ():
+                        stack.append((branch.this, condition_mode, context))
+                        stack.append((branch.args.get("true"), value_mode, context))
+                    stack.append((node.args.get("default"), value_mode, context))
+                else:
+                    stack.append((node.args.get("true"), value_mode, context))
+                    stack.append((node.args.get("false"), value_mode, context))
+                continue
+            if isinstance(node, exp.Lambda):
+                names = frozenset(e.name.lower() for e in node.expressions)
+                inner = _Context(
+                    context.sources, context.parent, context.tables, context.aliases, context.lambdas | names
+                )
+                stack.append((node.this, _descend(mode), inner))
+                continue
+            if isinstance(node, exp.AggFunc):
+                inner_mode = mode if mode in _INDIRECT else T.AGGREGATION
+            elif isinstance(node, _TRANSPARENT):
+                inner_mode = mode
             else:
-                self._walk(node.this, condition_mode, context, out, clause)
-                self._walk(node.args.get("true"), value_mode, context, out, clause)
-                self._walk(node.args.get("false"), value_mode, context, out, clause)
-            return
-        if isinstance(node, exp.Lambda):
-            names = frozenset(e.name.lower() for e in node.expressions)
-            inner = _Context(
-                context.sources, context.parent, context.tables, context.aliases, context.lambdas | names
-            )
-            self._walk(node.this, _descend(mode), inner, out, clause)
-            return
-        if isinstance(node, exp.AggFunc):
-            inner_mode = mode if mode in _INDIRECT else T.AGGREGATION
-        elif isinstance(node, _TRANSPARENT):
-            inner_mode = mode
-        else:
-            inner_mode = _descend(mode)
-        for child in node.iter_expressions():
-            self._walk(child, inner_mode, context, out, clause)
+                inner_mode = _descend(mode)
+            stack.extend((child, inner_mode, context) for child in node.iter_expressions())
 
     def _subquery(self, node: exp.Expr, mode: Transformation, context: _Context, out: Deps) -> None:
         query = node.this if isinstance(node, exp.Subquery) else node
@@ -494,10 +498,9 @@ class QueryAnalyzer:
         unsure = [r for r in sources.values() if r.knows(name) is None]
         if not unsure:
             return []
-        if len(unsure) == 1:
-            cap = Confidence.HIGH if len(sources) == 1 else Confidence.MEDIUM
-        else:
-            cap = Confidence.LOW
+        # one candidate left (every other source is known not to have the name) is a
+        # deduction, not a guess; several are a guess spread over all of them
+        cap = Confidence.HIGH if len(unsure) == 1 else Confidence.LOW
         return [(deps, cap) for r in unsure if (deps := r.lookup(name, path)) is not None]
 
 

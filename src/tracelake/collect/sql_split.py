@@ -39,6 +39,7 @@ class ParsedStatement:
     text: str
     expression: exp.Expr | None = None
     shape: str = ""
+    tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +121,12 @@ def _parse_chunk(
         expressions = dialect.parser().parse(tokens, sql)
     except ParseError as error:
         return StatementError(index, line, _parse_reason(error, absolute), excerpt(text))
-    except (SqlglotError, RecursionError) as error:
+    except RecursionError:
+        return StatementError(index, line, "the statement is nested too deeply to parse", excerpt(text))
+    except SqlglotError as error:
         return StatementError(index, line, _clean_reason(error) or type(error).__name__, excerpt(text))
     expression = next((e for e in expressions if e is not None), None)
-    return ParsedStatement(index, line, text, expression, _shape(tokens))
+    return ParsedStatement(index, line, text, expression, _shape(tokens), len(tokens))
 
 
 def _shape(tokens: list[Token]) -> str:

@@ -41,6 +41,10 @@ _UNKNOWN_TYPE = "UNKNOWN"
 
 _LOWERCASE_STRATEGIES = (NormalizationStrategy.LOWERCASE, NormalizationStrategy.CASE_INSENSITIVE)
 
+_QUALIFY_TOKEN_LIMIT = 2_000
+_HUGE_TOKEN_LIMIT = 20_000
+_QUALIFY_DEPTH_LIMIT = 150
+
 EdgeKey = tuple[str, str, Transformation | None]
 
 
@@ -62,14 +66,22 @@ class RunState:
     default_catalog: str | None = None
     temp: dict[str, Relation] = field(default_factory=dict)
     learnt: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    _qualify: bool = field(default=True, init=False)
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def apply(self, statement: exp.Expr) -> None:
-        """Replay one parsed statement; statements that move no data change nothing."""
+    def apply(self, statement: exp.Expr, *, tokens: int = 0) -> None:
+        """Replay one parsed statement; statements that move no data change nothing.
+
+        `tokens` (the statement's size) lets huge statements skip sqlglot's qualify, whose
+        cost grows with nesting depth times columns (seconds for a 5,000-term sum).
+        """
+        self._qualify = tokens < _QUALIFY_TOKEN_LIMIT or (
+            tokens < _HUGE_TOKEN_LIMIT and _depth(statement, _QUALIFY_DEPTH_LIMIT) < _QUALIFY_DEPTH_LIMIT
+        )
         if isinstance(statement, exp.Use):
             self._use(statement)
         elif isinstance(statement, exp.Insert):
@@ -134,7 +146,7 @@ class RunState:
         node = create.this
         definitions: list[tuple[str, str | None]] = []
         if isinstance(node, exp.Schema):
-            definitions = [_column_definition(e) for e in node.expressions]
+            definitions = [_column_definition(e, self.dialect) for e in node.expressions]
             node = node.this
         properties = create.args.get("properties")
         temporary = bool(properties and properties.find(exp.TemporaryProperty))
@@ -277,16 +289,17 @@ class RunState:
         # qualify only sharpens the picture (star expansion, alias references); when it gives
         # up, the resolver works on the tree as it is and guesses, with a lower confidence,
         # where it must
-        with contextlib.suppress(Exception):
-            qualify(
-                holder,
-                dialect=self.dialect,
-                schema=MappingSchema(tables, dialect=self.dialect, normalize=normalize),
-                validate_qualify_columns=False,
-                allow_partial_qualification=True,
-                quote_identifiers=False,
-                identify=False,
-            )
+        if self._qualify:
+            with contextlib.suppress(Exception):
+                qualify(
+                    holder,
+                    dialect=self.dialect,
+                    schema=MappingSchema(tables, dialect=self.dialect, normalize=normalize),
+                    validate_qualify_columns=False,
+                    allow_partial_qualification=True,
+                    quote_identifiers=False,
+                    identify=False,
+                )
         root = build_scope(holder)
         if root is None:
             return None
@@ -405,15 +418,30 @@ class RunState:
 # -- pure helpers -------------------------------------------------------------------------
 
 
+def _depth(expression: exp.Expr, limit: int) -> int:
+    """How deep the tree nests (up to `limit`), without recursing: depth is what it measures."""
+    deepest = 0
+    stack = [(expression, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest >= limit:
+                break
+        for child in node.iter_expressions():
+            stack.append((child, depth + 1))
+    return deepest
+
+
 def _temp_key(node: exp.Table) -> str:
     db = node.text("db").lower()
     return f"{db}.{node.name.lower()}" if db == _GLOBAL_TEMP_DB else node.name.lower()
 
 
-def _column_definition(node: exp.Expr) -> tuple[str, str | None]:
+def _column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:
     if isinstance(node, exp.ColumnDef):
         kind = node.args.get("kind")
-        return node.name.lower(), kind.sql() if isinstance(kind, exp.DataType) else None
+        return node.name.lower(), kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else None
     return node.name.lower(), None
 
 
