@@ -396,7 +396,14 @@ class QueryAnalyzer:
                 continue
             if isinstance(node, exp.Window):
                 window_mode = _influence(mode, T.WINDOW)
-                stack.append((node.this, _descend(mode), context))
+                function = node.this
+                while isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
+                    function = function.this
+                if isinstance(function, _ROW_OFFSET_FUNCTIONS):
+                    # lag/lead/first_value copy a value from another row: no aggregation
+                    stack.extend((child, _descend(mode), context) for child in function.iter_expressions())
+                else:
+                    stack.append((function, _descend(mode), context))
                 stack.extend((key, window_mode, context) for key in node.args.get("partition_by") or ())
                 stack.append((node.args.get("order"), window_mode, context))
                 continue
@@ -516,6 +523,7 @@ _TRANSPARENT = (
     exp.Ordered,
     exp.Distinct,
 )
+_ROW_OFFSET_FUNCTIONS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
 _ROW_CLAUSES = (
     ("where", T.FILTER),
     ("group", T.GROUP_BY),
