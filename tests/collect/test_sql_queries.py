@@ -72,8 +72,8 @@ def test_case_conditions_are_conditional_and_branches_transformation() -> None:
 
 def test_if_and_aggregate_of_case() -> None:
     c = lineage(
-        "INSERT INTO d.out SELECT if(flag, a, b) AS pick, sum(CASE WHEN kind = 'x' THEN amount END) AS x_total "
-        "FROM d.s"
+        "INSERT INTO d.out SELECT if(flag, a, b) AS pick, "
+        "sum(CASE WHEN kind = 'x' THEN amount END) AS x_total FROM d.s"
     )
     assert column_edges(c) == {
         ("d.s#flag", "d.out#pick", "CONDITIONAL"),
