@@ -126,13 +126,11 @@ class SchemaCatalog:
         entries: list[tuple[str, str, str, dict[str, str]]] = []
         for urn, known in self._tables.items():
             catalog, db, table = _name_parts(urn)
-            top: dict[str, str] = {}
-            for path, data_type in known.items():
-                head, _, rest = path.partition(".")
-                if rest:
-                    top.setdefault(head, "STRUCT" if data_type is None else _UNKNOWN_TYPE)
-                else:
-                    top[head] = data_type or _UNKNOWN_TYPE
+            structs = {path.split(".", 1)[0] for path in known if "." in path}
+            top = {
+                head: known.get(head) or ("STRUCT" if head in structs else _UNKNOWN_TYPE)
+                for head in dict.fromkeys(path.split(".", 1)[0] for path in known)
+            }
             entries.append((catalog, db, table, top))
         with_catalog = any(catalog for catalog, *_ in entries)
         mapping: dict[str, Any] = {}

@@ -143,7 +143,9 @@ class _RunBuilder:
         state = self.state
         code = fingerprint(*self.shapes)
         started = as_utc(self.started_at) if self.started_at is not None else None
-        run_id = fingerprint(process_urn, started.isoformat() if started else "", code)
+        # where the run was read from tells apart two runs of one query at unknown times,
+        # and keeps the id stable when the same input is collected again
+        run_id = fingerprint(process_urn, started.isoformat() if started else "", code, repr(metadata))
         edges = [
             FlowEdge(source, target, process_urn, Signal.SQL_STATIC, confidence, kind)
             for (source, target, kind), confidence in state.edges.items()

@@ -1,0 +1,98 @@
+"""Hive and Presto/Trino syntax, catalogs in names, and other sqlglot dialects.
+
+Expected edges are worked out by hand from the SQL of each test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracelake.collect.sql import collect_path, supported_dialects
+
+from . import column_edges, direct_edges, indirect_edges, lineage, table_edges, to_all
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_trino_ctas_with_properties_and_unnest() -> None:
+    c = lineage(
+        """
+        CREATE TABLE hive.mart.user_tags WITH (format = 'ORC') AS
+        SELECT u.id, t.tag FROM hive.raw.users u CROSS JOIN UNNEST(u.tags) AS t(tag)
+        """,
+        dialect="trino",
+    )
+    # `hive` is the default catalog: the same node as plain mart.user_tags
+    assert table_edges(c) == {("raw.users", "mart.user_tags")}
+    assert column_edges(c) == {
+        ("raw.users#id", "mart.user_tags#id", "IDENTITY"),
+        ("raw.users#tags", "mart.user_tags#tag", "TRANSFORMATION"),
+    }
+
+
+def test_presto_non_default_catalog_stays_in_the_name() -> None:
+    c = lineage(
+        "INSERT INTO iceberg.mart.events (id, kind) SELECT id, lower(kind) FROM hive.raw.events "
+        "WHERE date_trunc('day', ts) = DATE '2024-01-01'",
+        dialect="presto",
+    )
+    assert table_edges(c) == {("raw.events", "iceberg.mart.events")}
+    assert column_edges(c) == {
+        ("raw.events#id", "iceberg.mart.events#id", "IDENTITY"),
+        ("raw.events#kind", "iceberg.mart.events#kind", "TRANSFORMATION"),
+        ("raw.events#ts", "iceberg.mart.events#id", "FILTER"),
+        ("raw.events#ts", "iceberg.mart.events#kind", "FILTER"),
+    }
+
+
+def test_hive_script_from_a_file() -> None:
+    c = collect_path(DATA / "hive_etl.sql", dialect="hive")
+    assert c.problems == []
+    assert (c.statements, c.parsed) == (5, 5)
+    assert table_edges(c) == {("ods.orders", "dw.order_items"), ("ods.users", "dw.order_items")}
+    assert direct_edges(c) == {
+        ("ods.orders#order_id", "dw.order_items#order_id", "IDENTITY"),
+        ("ods.users#country", "dw.order_items#country", "IDENTITY"),
+        ("ods.orders#items", "dw.order_items#sku", "TRANSFORMATION"),
+        ("ods.orders#items", "dw.order_items#qty", "TRANSFORMATION"),
+    }
+    targets = [f"dw.order_items#{c}" for c in ("order_id", "country", "sku", "qty")]
+    assert indirect_edges(c) == to_all(["ods.orders#dt"], targets, "FILTER") | to_all(
+        ["ods.orders#user_id", "ods.users#user_id"], targets, "JOIN"
+    )
+    (batch,) = c.batches
+    assert batch.processes[0].urn == f"sql.script/{DATA / 'hive_etl.sql'}"
+
+
+def test_backquoted_and_mixed_case_names_are_one_node() -> None:
+    c = lineage("INSERT INTO `Dw`.`Target` SELECT `UserId`, Amount FROM spark_catalog.ODS.Source")
+    assert column_edges(c) == {
+        ("ods.source#userid", "dw.target#userid", "IDENTITY"),
+        ("ods.source#amount", "dw.target#amount", "IDENTITY"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        ("spark", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("spark2", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("databricks", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("hive", "INSERT INTO TABLE d.t SELECT a, b FROM d.s"),
+        ("presto", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("trino", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("bigquery", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("snowflake", "INSERT INTO D.T SELECT A, B FROM D.S"),
+        ("postgres", "INSERT INTO d.t SELECT a, b FROM d.s"),
+        ("mysql", "INSERT INTO d.t SELECT a, b FROM d.s"),
+    ],
+)
+def test_a_plain_insert_in_many_dialects(dialect: str, sql: str) -> None:
+    c = lineage(sql, dialect=dialect)
+    assert column_edges(c) == {("d.s#a", "d.t#a", "IDENTITY"), ("d.s#b", "d.t#b", "IDENTITY")}
+
+
+def test_supported_dialects_lists_the_usual_engines() -> None:
+    assert {"spark", "hive", "presto", "trino", "databricks"} <= set(supported_dialects())
