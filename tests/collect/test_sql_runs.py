@@ -221,3 +221,16 @@ def test_temp_views_do_not_leak_between_runs() -> None:
     second = lineage("INSERT INTO d.dst SELECT id FROM v")
     assert first.edges == 0
     assert table_edges(second) == {("default.v", "d.dst")}
+
+
+def test_temp_view_over_files_reads_those_files() -> None:
+    c = lineage(
+        """
+        CREATE TEMPORARY VIEW raw USING parquet OPTIONS (path '/data/Raw');
+        INSERT INTO d.dst SELECT id FROM raw;
+        """
+    )
+    assert {(e.source, e.target, e.transformation) for e in c.batches[0].edges} == {
+        ("file.parquet//data/Raw", "hive.table/d.dst", None),
+        ("file.parquet//data/Raw#id", "hive.table/d.dst#id", "IDENTITY"),
+    }

@@ -222,3 +222,26 @@ def test_batch_holds_assets_fields_with_types_process_and_run() -> None:
     assert batch.observed_at is None
     assert {e.process for e in batch.edges} == {process.urn}
     assert c.edges == len(batch.edges) == 1 + 2  # one table edge, two column edges
+
+
+def test_update_from_another_table() -> None:
+    c = lineage("UPDATE d.t SET a = s.x, b = 1 FROM d.s WHERE t.id = s.id")
+    assert table_edges(c) == {("d.s", "d.t")}
+    # the target's own columns are not sources of itself (t.id in the WHERE)
+    assert column_edges(c) == {("d.s#x", "d.t#a", "IDENTITY")} | to_all(
+        ["d.s#id"], ["d.t#a", "d.t#b"], "FILTER"
+    )
+
+
+def test_alter_view_as_select_redefines_the_view() -> None:
+    c = lineage("ALTER VIEW d.v AS SELECT k AS key FROM d.s")
+    assert column_edges(c) == {("d.s#k", "d.v#key", "IDENTITY")}
+    assert {a.urn: a.metadata for a in c.batches[0].assets}["hive.table/d.v"] == {"type": "view"}
+
+
+def test_tables_named_by_their_files_are_file_nodes() -> None:
+    c = lineage("INSERT INTO delta.`/lake/Out` SELECT id FROM parquet.`s3://bucket/Events/2024` e")
+    assert {(e.source, e.target, e.transformation) for e in c.batches[0].edges} == {
+        ("file.parquet/s3://bucket/Events/2024", "file.delta//lake/Out", None),
+        ("file.parquet/s3://bucket/Events/2024#id", "file.delta//lake/Out#id", "IDENTITY"),
+    }

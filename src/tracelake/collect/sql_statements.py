@@ -34,6 +34,11 @@ from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_
 # Temp objects are tagged in the parse tree with a catalog no real table can have, so the
 # per-statement sqlglot schema can describe them next to real tables.
 _TEMP_CATALOG = "__tracelake_temp__"
+_FILE_META = "tracelake_file_urn"
+# Spark's `format.`/path`` names a table by its files: it becomes a `file.<format>/<path>` node.
+_FILE_FORMATS = frozenset(
+    {"parquet", "orc", "json", "csv", "avro", "text", "delta", "iceberg", "hudi", "binaryfile"}
+)
 _SESSION_DB = "session"
 _GLOBAL_TEMP_DB = "global_temp"
 _DEFAULT_CATALOG = "spark_catalog"
@@ -99,6 +104,14 @@ class RunState:
             self._merge(statement)
         elif isinstance(statement, exp.Drop):
             self._drop(statement)
+        elif isinstance(statement, exp.Update):
+            self._update(statement)
+        elif isinstance(statement, exp.Alter) and (statement.args.get("kind") or "").upper() == "VIEW":
+            query = next((a for a in statement.args.get("actions") or () if isinstance(a, exp.Query)), None)
+            target = self._target(statement.this)
+            relation = self._analyze(query) if query is not None else None
+            if target is not None and relation is not None:
+                self._write(target, _output_columns(relation, None), relation, view=True)
 
     # -- statements -----------------------------------------------------------------------
 
@@ -155,6 +168,11 @@ class RunState:
         if target is None:
             return
         query = create.expression
+        location = _file_location(properties)
+        if not isinstance(query, exp.Query) and location is not None and target.temp_key is not None:
+            # CREATE TEMP VIEW v USING parquet OPTIONS (path '…'): the view reads those files
+            self.temp[target.temp_key] = Relation.table(location, None)
+            return
         if not isinstance(query, exp.Query):
             like = properties.find(exp.LikeProperty) if properties else None
             if like is not None and isinstance(like.this, exp.Table):
@@ -209,6 +227,33 @@ class RunState:
             columns = [(n, {**deps, **conditional}, cap) for n, deps, cap in columns]
             self._write(target, columns, relation, append=True, skip_self=True)
 
+    def _update(self, update: exp.Update) -> None:
+        """UPDATE t SET c = expr [FROM s] WHERE …: analysed as `SELECT expr… FROM t [, s] WHERE …`."""
+        node = update.this
+        target = self._target(node)
+        pairs = [(e.this, e.expression) for e in update.expressions if isinstance(e, exp.EQ)]
+        if target is None or not pairs:
+            return
+        select = exp.Select(expressions=[value.copy() for _, value in pairs]).from_(node.copy())
+        source = update.args.get("from_")
+        if source is not None:
+            select = select.join(source.this.copy())
+            for join in source.args.get("joins") or ():
+                select = select.join(join.copy())
+        for join in update.args.get("joins") or ():
+            select = select.join(join.copy())
+        where = update.args.get("where")
+        if where is not None:
+            select = select.where(where.this.copy())
+        relation = self._analyze(select)
+        if relation is None:
+            return
+        columns = [
+            (column.name.lower(), deps, Confidence.HIGH)
+            for (column, _), (_, deps) in zip(pairs, relation.columns, strict=False)
+        ]
+        self._write(target, columns, relation, append=True, skip_self=True)
+
     def _drop(self, drop: exp.Drop) -> None:
         for node in drop.args.get("tables") or ():
             if not isinstance(node, exp.Table):
@@ -233,6 +278,9 @@ class RunState:
             return _Target(
                 temp_key=f"{_GLOBAL_TEMP_DB}.{name}" if is_global or db == _GLOBAL_TEMP_DB else name
             )
+        file_urn = _file_urn(node)
+        if file_urn is not None:
+            return _Target(urn=file_urn)
         if not db and name in self.temp:
             return _Target(temp_key=name)  # e.g. INSERT INTO a Hive temporary table
         if db == _GLOBAL_TEMP_DB and f"{_GLOBAL_TEMP_DB}.{name}" in self.temp:
@@ -271,6 +319,9 @@ class RunState:
         """The relation a FROM/JOIN table stands for, once `_prepare` has tagged it."""
         if not isinstance(node.this, exp.Identifier):
             return Relation(complete=False)  # a table-valued function
+        file_urn = node.meta.get(_FILE_META) or _file_urn(node)
+        if file_urn is not None:
+            return Relation.table(file_urn, None)
         if node.text("catalog") == _TEMP_CATALOG:
             key = node.name if node.text("db") == _SESSION_DB else f"{_GLOBAL_TEMP_DB}.{node.name}"
             return self.temp.get(key.lower()) or Relation(complete=False)
@@ -314,6 +365,11 @@ class RunState:
                 continue
             name, db, catalog = node.name.lower(), node.text("db").lower(), node.text("catalog").lower()
             if not db and not catalog and name in ctes:
+                continue
+            file_urn = _file_urn(node)
+            if file_urn is not None:
+                # a path is case-sensitive, and qualify would fold its case: keep it aside
+                node.meta[_FILE_META] = file_urn
                 continue
             if not db and name in self.temp:
                 catalog, db, columns = _TEMP_CATALOG, _SESSION_DB, self._temp_columns(name)
@@ -433,9 +489,35 @@ def _depth(expression: exp.Expr, limit: int) -> int:
     return deepest
 
 
+def _file_urn(node: exp.Table) -> str | None:
+    db = node.text("db").lower()
+    path = node.name
+    if db in _FILE_FORMATS and ("/" in path or ":" in path):
+        return f"file.{db}/{path}"
+    return None
+
+
 def _temp_key(node: exp.Table) -> str:
     db = node.text("db").lower()
     return f"{db}.{node.name.lower()}" if db == _GLOBAL_TEMP_DB else node.name.lower()
+
+
+def _file_location(properties: exp.Expr | None) -> str | None:
+    """`USING parquet OPTIONS (path '/data/x')` / `LOCATION '/data/x'` → `file.parquet//data/x`."""
+    if properties is None:
+        return None
+    file_format = properties.find(exp.FileFormatProperty)
+    path: str | None = None
+    for option in properties.find_all(exp.Property):
+        if option.name.lower() == "path" and isinstance(option.args.get("value"), exp.Literal):
+            path = option.args["value"].name
+    location = properties.find(exp.LocationProperty)
+    if path is None and location is not None and isinstance(location.this, exp.Literal):
+        path = location.this.name
+    if path is None:
+        return None
+    kind = file_format.name.lower() if file_format is not None and file_format.name else "files"
+    return f"file.{kind}/{path}"
 
 
 def _column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:
