@@ -7,7 +7,7 @@ Expected edges are worked out by hand from the SQL of each test.
 from __future__ import annotations
 
 from tracelake.collect.schema import SchemaCatalog
-from tracelake.collect.sql_lineage import compose
+from tracelake.collect.sql_relation import compose
 from tracelake.model import Transformation as T
 
 from . import column_edges, direct_edges, indirect_edges, lineage, table_edges, to_all

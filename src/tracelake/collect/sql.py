@@ -13,16 +13,16 @@ anything is read).
 from __future__ import annotations
 
 import errno
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqlglot.dialects.dialect import Dialect, Dialects
 
 from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.sql_log import LogEntry, read_log
 from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
 from tracelake.collect.sql_statements import RunState
 from tracelake.model import (
@@ -285,17 +285,6 @@ def _file_location(line: int, index: int) -> str:
 # -- query logs ---------------------------------------------------------------------------
 
 
-@dataclass
-class _Entry:
-    number: int
-    query: str
-    dialect: str
-    timestamp: datetime | None
-    job_id: str | None
-    job_name: str | None
-    user: str | None
-
-
 def collect_query_log(
     path: Path,
     *,
@@ -319,17 +308,11 @@ def collect_query_log(
         collection.problems.append(problem)
         return collection
     source = str(path)
-    jobs: dict[str, list[_Entry]] = {}
-    runs: list[list[_Entry]] = []
-    for entry in _entries(text, source, dialect, collection):
-        if entry.job_id is None:
-            runs.append([entry])
-        elif entry.job_id in jobs:
-            jobs[entry.job_id].append(entry)
-        else:
-            jobs[entry.job_id] = [entry]
-            runs.append(jobs[entry.job_id])
-    for entries in runs:
+    reading = read_log(text, source)
+    collection.problems.extend(reading.problems)
+    collection.statements += reading.rejected
+    collection.failed += reading.rejected
+    for entries in reading.runs:
         _collect_run(entries, source, dialect, schema, default_db, collection)
         if progress is not None:
             progress(collection.statements)
@@ -337,22 +320,21 @@ def collect_query_log(
 
 
 def _collect_run(
-    entries: list[_Entry],
+    entries: list[LogEntry],
     source: str,
     dialect: str,
     schema: SchemaCatalog | None,
     default_db: str,
     collection: SqlCollection,
 ) -> None:
-    if all(e.timestamp is not None for e in entries):
-        entries = sorted(entries, key=lambda e: as_utc(e.timestamp))  # type: ignore[arg-type]
     first = entries[0]
-    run = _new_run(_dialect(dialect), first.dialect, schema, default_db)
+    dialects = [_entry_dialect(entry, dialect, source, collection) for entry in entries]
+    run = _new_run(_dialect(dialects[0]), dialects[0], schema, default_db)
     times = [as_utc(e.timestamp) for e in entries if e.timestamp is not None]
     run.started_at = min(times) if times else None
     run.user = next((e.user for e in entries if e.user), None)
-    for entry in entries:
-        run.replay(entry.query, _dialect(entry.dialect), source, _entry_location(entry.number), collection)
+    for entry, entry_dialect in zip(entries, dialects, strict=True):
+        run.replay(entry.query, _dialect(entry_dialect), source, _entry_location(entry.number), collection)
     if not run.parsed:
         return
     if first.job_id is not None:
@@ -364,106 +346,22 @@ def _collect_run(
     collection.batches.append(run.batch(urn, name, metadata, first.job_id))
 
 
+def _entry_dialect(entry: LogEntry, default: str, source: str, collection: SqlCollection) -> str:
+    """The entry's `engine` when sqlglot knows it; otherwise the default, with a note."""
+    if entry.engine is None:
+        return default
+    try:
+        _dialect(entry.engine)
+    except UnknownDialectError:
+        collection.problems.append(
+            Problem(source, f"unknown engine {entry.engine!r}; read as {default}", f"entry {entry.number}")
+        )
+        return default
+    return entry.engine
+
+
 def _entry_location(number: int) -> Callable[[int, int], str]:
     def where(line: int, index: int) -> str:
         return f"entry {number}" if index == 1 else f"entry {number}, statement {index}"
 
     return where
-
-
-def _entries(text: str, source: str, dialect: str, collection: SqlCollection) -> Iterator[_Entry]:
-    """Each well-formed log entry; a malformed one is recorded as a problem and skipped."""
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        # a .json file holding one array of entries rather than one entry per line
-        try:
-            items = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            collection.problems.append(
-                Problem(source, f"not valid JSON: {error.msg}", f"line {error.lineno}")
-            )
-            return
-        numbered: Iterator[tuple[int, Any, str]] = ((i, item, "") for i, item in enumerate(items, 1))
-    else:
-        numbered = _json_lines(text, source, collection)
-    for number, item, raw in numbered:
-        entry = _entry(number, item, raw, source, dialect, collection)
-        if entry is not None:
-            yield entry
-
-
-def _json_lines(text: str, source: str, collection: SqlCollection) -> Iterator[tuple[int, Any, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line), line
-        except json.JSONDecodeError as error:
-            collection.statements += 1
-            collection.failed += 1
-            collection.problems.append(
-                Problem(source, f"not a JSON object: {error.msg}", f"entry {number}", excerpt(line))
-            )
-
-
-def _entry(
-    number: int, item: Any, raw: str, source: str, dialect: str, collection: SqlCollection
-) -> _Entry | None:
-    def bad(reason: str) -> None:
-        collection.statements += 1
-        collection.failed += 1
-        collection.problems.append(Problem(source, reason, f"entry {number}", excerpt(raw or str(item))))
-
-    if not isinstance(item, dict):
-        bad(f"an entry should be a JSON object, got {type(item).__name__}")
-        return None
-    query = item.get("query")
-    if not isinstance(query, str) or not query.strip():
-        bad("the entry has no query")
-        return None
-    engine = item.get("engine")
-    entry_dialect = dialect
-    if isinstance(engine, str) and engine.strip():
-        try:
-            _dialect(engine)
-            entry_dialect = engine
-        except UnknownDialectError:
-            collection.problems.append(
-                Problem(source, f"unknown engine {engine!r}; read as {dialect}", f"entry {number}")
-            )
-    timestamp = _timestamp(item.get("timestamp"))
-    if item.get("timestamp") is not None and timestamp is None:
-        collection.problems.append(
-            Problem(source, f"unreadable timestamp {item.get('timestamp')!r}; ignored", f"entry {number}")
-        )
-    return _Entry(
-        number=number,
-        query=query,
-        dialect=entry_dialect,
-        timestamp=timestamp,
-        job_id=_text(item.get("job_id")),
-        job_name=_text(item.get("job_name")),
-        user=_text(item.get("user")),
-    )
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            # epoch seconds, or milliseconds as many engines log them
-            return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
-    except ValueError:
-        return None

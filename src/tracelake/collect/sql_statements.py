@@ -21,13 +21,16 @@ from sqlglot.optimizer.scope import build_scope
 from sqlglot.schema import MappingSchema
 
 from tracelake.collect.schema import SchemaCatalog
-from tracelake.collect.sql_lineage import (
-    Deps,
-    QueryAnalyzer,
-    Relation,
-    add_composed,
-    add_dep,
-    weakest,
+from tracelake.collect.sql_lineage import QueryAnalyzer
+from tracelake.collect.sql_relation import Deps, Relation, add_composed, add_dep, weakest
+from tracelake.collect.sql_targets import (
+    column_definition,
+    file_location,
+    file_urn,
+    insert_columns,
+    merge_assignments,
+    output_columns,
+    partition_spec,
 )
 from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_urn, table_urn
 
@@ -35,10 +38,6 @@ from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_
 # per-statement sqlglot schema can describe them next to real tables.
 _TEMP_CATALOG = "__tracelake_temp__"
 _FILE_META = "tracelake_file_urn"
-# Spark's `format.`/path`` names a table by its files: it becomes a `file.<format>/<path>` node.
-_FILE_FORMATS = frozenset(
-    {"parquet", "orc", "json", "csv", "avro", "text", "delta", "iceberg", "hudi", "binaryfile"}
-)
 _SESSION_DB = "session"
 _GLOBAL_TEMP_DB = "global_temp"
 _DEFAULT_CATALOG = "spark_catalog"
@@ -99,7 +98,7 @@ class RunState:
             target = self._target(statement.this, temporary=True)
             relation = self._analyze(statement.expression)
             if target is not None and relation is not None:
-                self._write(target, _output_columns(relation, None), relation)
+                self._write(target, output_columns(relation, None), relation)
         elif isinstance(statement, exp.Merge):
             self._merge(statement)
         elif isinstance(statement, exp.Drop):
@@ -111,7 +110,7 @@ class RunState:
             target = self._target(statement.this)
             relation = self._analyze(query) if query is not None else None
             if target is not None and relation is not None:
-                self._write(target, _output_columns(relation, None), relation, view=True)
+                self._write(target, output_columns(relation, None), relation, view=True)
 
     # -- statements -----------------------------------------------------------------------
 
@@ -132,14 +131,12 @@ class RunState:
         if not isinstance(node, exp.Table) or not isinstance(insert.expression, exp.Query):
             return  # INSERT … VALUES, INSERT OVERWRITE DIRECTORY: nothing read from a table
         target = self._target(node)
-        static, dynamic = _partition_spec(node.args.get("partition") or insert.args.get("partition"))
+        static, dynamic = partition_spec(node.args.get("partition") or insert.args.get("partition"))
         relation = self._analyze(insert)
         if target is None or relation is None:
             return
         known = self._known_columns(target)
-        columns = _insert_columns(
-            relation, explicit, known, static, dynamic, bool(insert.args.get("by_name"))
-        )
+        columns = insert_columns(relation, explicit, known, static, dynamic, bool(insert.args.get("by_name")))
         self._write(target, columns, relation, append=True)
 
     def _multi_insert(self, statement: exp.MultitableInserts) -> None:
@@ -159,7 +156,7 @@ class RunState:
         node = create.this
         definitions: list[tuple[str, str | None]] = []
         if isinstance(node, exp.Schema):
-            definitions = [_column_definition(e, self.dialect) for e in node.expressions]
+            definitions = [column_definition(e, self.dialect) for e in node.expressions]
             node = node.this
         properties = create.args.get("properties")
         temporary = bool(properties and properties.find(exp.TemporaryProperty))
@@ -168,7 +165,7 @@ class RunState:
         if target is None:
             return
         query = create.expression
-        location = _file_location(properties)
+        location = file_location(properties)
         if not isinstance(query, exp.Query) and location is not None and target.temp_key is not None:
             # CREATE TEMP VIEW v USING parquet OPTIONS (path '…'): the view reads those files
             self.temp[target.temp_key] = Relation.table(location, None)
@@ -183,7 +180,7 @@ class RunState:
         if relation is None:
             return
         names = [name for name, _ in definitions] or None
-        self._write(target, _output_columns(relation, names), relation, view=kind == "VIEW")
+        self._write(target, output_columns(relation, names), relation, view=kind == "VIEW")
         if target.urn is not None and definitions:
             for name, data_type in definitions:
                 self.learnt.setdefault(target.urn, {})[name] = data_type
@@ -200,7 +197,7 @@ class RunState:
         known = self._known_columns(target)
         for when in whens.expressions:
             then = when.args.get("then")
-            names, values = _merge_assignments(then)
+            names, values = merge_assignments(then)
             if names is None:
                 continue
             projections = [v.copy() for v in values]
@@ -278,9 +275,9 @@ class RunState:
             return _Target(
                 temp_key=f"{_GLOBAL_TEMP_DB}.{name}" if is_global or db == _GLOBAL_TEMP_DB else name
             )
-        file_urn = _file_urn(node)
-        if file_urn is not None:
-            return _Target(urn=file_urn)
+        path_urn = file_urn(node)
+        if path_urn is not None:
+            return _Target(urn=path_urn)
         if not db and name in self.temp:
             return _Target(temp_key=name)  # e.g. INSERT INTO a Hive temporary table
         if db == _GLOBAL_TEMP_DB and f"{_GLOBAL_TEMP_DB}.{name}" in self.temp:
@@ -319,9 +316,9 @@ class RunState:
         """The relation a FROM/JOIN table stands for, once `_prepare` has tagged it."""
         if not isinstance(node.this, exp.Identifier):
             return Relation(complete=False)  # a table-valued function
-        file_urn = node.meta.get(_FILE_META) or _file_urn(node)
-        if file_urn is not None:
-            return Relation.table(file_urn, None)
+        path_urn = node.meta.get(_FILE_META) or file_urn(node)
+        if path_urn is not None:
+            return Relation.table(path_urn, None)
         if node.text("catalog") == _TEMP_CATALOG:
             key = node.name if node.text("db") == _SESSION_DB else f"{_GLOBAL_TEMP_DB}.{node.name}"
             return self.temp.get(key.lower()) or Relation(complete=False)
@@ -366,10 +363,10 @@ class RunState:
             name, db, catalog = node.name.lower(), node.text("db").lower(), node.text("catalog").lower()
             if not db and not catalog and name in ctes:
                 continue
-            file_urn = _file_urn(node)
-            if file_urn is not None:
+            path_urn = file_urn(node)
+            if path_urn is not None:
                 # a path is case-sensitive, and qualify would fold its case: keep it aside
-                node.meta[_FILE_META] = file_urn
+                node.meta[_FILE_META] = path_urn
                 continue
             if not db and name in self.temp:
                 catalog, db, columns = _TEMP_CATALOG, _SESSION_DB, self._temp_columns(name)
@@ -489,118 +486,6 @@ def _depth(expression: exp.Expr, limit: int) -> int:
     return deepest
 
 
-def _file_urn(node: exp.Table) -> str | None:
-    db = node.text("db").lower()
-    path = node.name
-    if db in _FILE_FORMATS and ("/" in path or ":" in path):
-        return f"file.{db}/{path}"
-    return None
-
-
 def _temp_key(node: exp.Table) -> str:
     db = node.text("db").lower()
     return f"{db}.{node.name.lower()}" if db == _GLOBAL_TEMP_DB else node.name.lower()
-
-
-def _file_location(properties: exp.Expr | None) -> str | None:
-    """`USING parquet OPTIONS (path '/data/x')` / `LOCATION '/data/x'` → `file.parquet//data/x`."""
-    if properties is None:
-        return None
-    file_format = properties.find(exp.FileFormatProperty)
-    path: str | None = None
-    for option in properties.find_all(exp.Property):
-        if option.name.lower() == "path" and isinstance(option.args.get("value"), exp.Literal):
-            path = option.args["value"].name
-    location = properties.find(exp.LocationProperty)
-    if path is None and location is not None and isinstance(location.this, exp.Literal):
-        path = location.this.name
-    if path is None:
-        return None
-    kind = file_format.name.lower() if file_format is not None and file_format.name else "files"
-    return f"file.{kind}/{path}"
-
-
-def _column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:
-    if isinstance(node, exp.ColumnDef):
-        kind = node.args.get("kind")
-        return node.name.lower(), kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else None
-    return node.name.lower(), None
-
-
-def _partition_spec(partition: exp.Expr | None) -> tuple[list[str], list[str]]:
-    """(static, dynamic) partition column names of `PARTITION (ds='…', hr)`."""
-    static: list[str] = []
-    dynamic: list[str] = []
-    if isinstance(partition, exp.Partition):
-        for item in partition.expressions:
-            if isinstance(item, exp.EQ | exp.PropertyEQ):
-                static.append(item.this.name.lower())
-            elif isinstance(item, exp.Column | exp.Identifier):
-                dynamic.append(item.name.lower())
-    return static, dynamic
-
-
-def _output_columns(relation: Relation, names: list[str] | None) -> list[tuple[str, Deps, Confidence]]:
-    """CTAS / views: the query's outputs, renamed by an explicit column list if there is one."""
-    return [
-        (names[i] if names and i < len(names) else name, deps, Confidence.HIGH)
-        for i, (name, deps) in enumerate(relation.columns)
-    ]
-
-
-def _insert_columns(
-    relation: Relation,
-    explicit: list[str] | None,
-    known: list[str] | None,
-    static: list[str],
-    dynamic: list[str],
-    by_name: bool,
-) -> list[tuple[str, Deps, Confidence]]:
-    """Which target column each output of an INSERT's query feeds.
-
-    An explicit column list maps by position; so does the target's known schema (minus
-    static partition columns, with dynamic ones last, as Hive lays them out). With neither,
-    the query's own output names are used, its last outputs feeding the dynamic partitions.
-    An unexpanded `*` leaves positions unknown: then known target columns are matched by
-    name, with low confidence.
-    """
-    outputs = relation.columns
-    if by_name:
-        return [(name, deps, Confidence.HIGH) for name, deps in outputs if name not in static]
-    if explicit is not None:
-        names = explicit + [d for d in dynamic if d not in explicit]
-    elif known is not None:
-        names = [c for c in known if c not in static and c not in dynamic] + dynamic
-    else:
-        names = None
-    if not relation.complete:
-        wanted = names or [name for name, _ in outputs]
-        return [
-            (name, deps, Confidence.LOW) for name in wanted if (deps := relation.lookup(name)) is not None
-        ]
-    if names is not None and (explicit is not None or len(names) == len(outputs)):
-        return [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(names, outputs, strict=False)]
-    if names is not None:
-        # the schema and the query disagree on the column count: trust matching names only
-        present = set(names)
-        return [(name, deps, Confidence.MEDIUM) for name, deps in outputs if name in present]
-    cut = len(outputs) - len(dynamic)
-    mapped = [(name, deps, Confidence.HIGH) for name, deps in outputs[:cut] if name not in static]
-    mapped += [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(dynamic, outputs[cut:], strict=False)]
-    return mapped
-
-
-def _merge_assignments(then: exp.Expr | None) -> tuple[list[str] | None, list[exp.Expr]]:
-    """Target column names and value expressions of a WHEN clause (["*"] for `UPDATE SET *`)."""
-    if isinstance(then, exp.Update):
-        if any(isinstance(e, exp.Star) for e in then.expressions):
-            return ["*"], []
-        pairs = [(e.this, e.expression) for e in then.expressions if isinstance(e, exp.EQ)]
-        return [c.name.lower() for c, _ in pairs], [v for _, v in pairs]
-    if isinstance(then, exp.Insert):
-        if isinstance(then.this, exp.Star):
-            return ["*"], []
-        columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
-        values = then.expression.expressions if isinstance(then.expression, exp.Tuple) else []
-        return [c.name.lower() for c in columns], list(values)
-    return None, []

@@ -1,0 +1,132 @@
+"""Where a write lands: which target column each output of a query feeds, and how tables are named.
+
+Pure functions over sqlglot's statement trees: the PARTITION spec of an INSERT, positional
+versus by-name mapping onto a target's columns, the assignments of a MERGE clause, column
+definitions of a CREATE TABLE, and Spark's file-backed tables (`parquet.`/path``,
+`USING … OPTIONS (path …)`), which become `file.<format>/<path>` nodes.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+from tracelake.collect.sql_relation import Deps, Relation
+from tracelake.model import Confidence
+
+# Spark's `format.`/path`` names a table by its files: it becomes a `file.<format>/<path>` node.
+FILE_FORMATS = frozenset(
+    {"parquet", "orc", "json", "csv", "avro", "text", "delta", "iceberg", "hudi", "binaryfile"}
+)
+
+
+def file_urn(node: exp.Table) -> str | None:
+    db = node.text("db").lower()
+    path = node.name
+    if db in FILE_FORMATS and ("/" in path or ":" in path):
+        return f"file.{db}/{path}"
+    return None
+
+
+def file_location(properties: exp.Expr | None) -> str | None:
+    """`USING parquet OPTIONS (path '/data/x')` / `LOCATION '/data/x'` → `file.parquet//data/x`."""
+    if properties is None:
+        return None
+    file_format = properties.find(exp.FileFormatProperty)
+    path: str | None = None
+    for option in properties.find_all(exp.Property):
+        if option.name.lower() == "path" and isinstance(option.args.get("value"), exp.Literal):
+            path = option.args["value"].name
+    location = properties.find(exp.LocationProperty)
+    if path is None and location is not None and isinstance(location.this, exp.Literal):
+        path = location.this.name
+    if path is None:
+        return None
+    kind = file_format.name.lower() if file_format is not None and file_format.name else "files"
+    return f"file.{kind}/{path}"
+
+
+def column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:
+    if isinstance(node, exp.ColumnDef):
+        kind = node.args.get("kind")
+        return node.name.lower(), kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else None
+    return node.name.lower(), None
+
+
+def partition_spec(partition: exp.Expr | None) -> tuple[list[str], list[str]]:
+    """(static, dynamic) partition column names of `PARTITION (ds='…', hr)`."""
+    static: list[str] = []
+    dynamic: list[str] = []
+    if isinstance(partition, exp.Partition):
+        for item in partition.expressions:
+            if isinstance(item, exp.EQ | exp.PropertyEQ):
+                static.append(item.this.name.lower())
+            elif isinstance(item, exp.Column | exp.Identifier):
+                dynamic.append(item.name.lower())
+    return static, dynamic
+
+
+def output_columns(relation: Relation, names: list[str] | None) -> list[tuple[str, Deps, Confidence]]:
+    """CTAS / views: the query's outputs, renamed by an explicit column list if there is one."""
+    return [
+        (names[i] if names and i < len(names) else name, deps, Confidence.HIGH)
+        for i, (name, deps) in enumerate(relation.columns)
+    ]
+
+
+def insert_columns(
+    relation: Relation,
+    explicit: list[str] | None,
+    known: list[str] | None,
+    static: list[str],
+    dynamic: list[str],
+    by_name: bool,
+) -> list[tuple[str, Deps, Confidence]]:
+    """Which target column each output of an INSERT's query feeds.
+
+    An explicit column list maps by position; so does the target's known schema (minus
+    static partition columns, with dynamic ones last, as Hive lays them out). With neither,
+    the query's own output names are used, its last outputs feeding the dynamic partitions.
+    An unexpanded `*` leaves positions unknown: then known target columns are matched by
+    name, with low confidence.
+    """
+    outputs = relation.columns
+    if by_name:
+        return [(name, deps, Confidence.HIGH) for name, deps in outputs if name not in static]
+    if explicit is not None:
+        names = explicit + [d for d in dynamic if d not in explicit]
+    elif known is not None:
+        names = [c for c in known if c not in static and c not in dynamic] + dynamic
+    else:
+        names = None
+    if not relation.complete:
+        wanted = names or [name for name, _ in outputs]
+        return [
+            (name, deps, Confidence.LOW) for name in wanted if (deps := relation.lookup(name)) is not None
+        ]
+    if names is not None and (explicit is not None or len(names) == len(outputs)):
+        return [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(names, outputs, strict=False)]
+    if names is not None:
+        # the schema and the query disagree on the column count: trust matching names only
+        present = set(names)
+        return [(name, deps, Confidence.MEDIUM) for name, deps in outputs if name in present]
+    cut = len(outputs) - len(dynamic)
+    mapped = [(name, deps, Confidence.HIGH) for name, deps in outputs[:cut] if name not in static]
+    mapped += [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(dynamic, outputs[cut:], strict=False)]
+    return mapped
+
+
+def merge_assignments(then: exp.Expr | None) -> tuple[list[str] | None, list[exp.Expr]]:
+    """Target column names and value expressions of a WHEN clause (["*"] for `UPDATE SET *`)."""
+    if isinstance(then, exp.Update):
+        if any(isinstance(e, exp.Star) for e in then.expressions):
+            return ["*"], []
+        pairs = [(e.this, e.expression) for e in then.expressions if isinstance(e, exp.EQ)]
+        return [c.name.lower() for c, _ in pairs], [v for _, v in pairs]
+    if isinstance(then, exp.Insert):
+        if isinstance(then.this, exp.Star):
+            return ["*"], []
+        columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
+        values = then.expression.expressions if isinstance(then.expression, exp.Tuple) else []
+        return [c.name.lower() for c in columns], list(values)
+    return None, []
