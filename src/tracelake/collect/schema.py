@@ -40,6 +40,8 @@ class SchemaCatalog:
     ) -> None:
         self.default_db = default_db
         self._tables: dict[str, dict[str, str | None]] = {}
+        self._resolved: dict[str, str] = {}
+        self._top_level: dict[str, list[str]] = {}
         for name, columns in (tables or {}).items():
             self.add(name, columns)
 
@@ -48,6 +50,7 @@ class SchemaCatalog:
     def add(self, table: str, columns: ColumnSpec) -> str:
         """Add (or extend) a table; `table` is a URN or a plain `db.tbl` name. Returns its URN."""
         urn = self._table_urn(table)
+        self._top_level.pop(urn, None)
         known = self._tables.setdefault(urn, {})
         for path, data_type in _flatten_columns(columns, table):
             key = path.strip().lower()
@@ -99,10 +102,14 @@ class SchemaCatalog:
 
     def top_level_columns(self, table_urn: str) -> list[str] | None:
         """The table's top-level columns in order (`address.city` contributes `address`)."""
-        known = self._tables.get(self._table_urn(table_urn))
-        if known is None:
-            return None
-        return list(dict.fromkeys(path.split(".", 1)[0] for path in known))
+        urn = self._table_urn(table_urn)
+        top = self._top_level.get(urn)
+        if top is None:
+            known = self._tables.get(urn)
+            if known is None:
+                return None
+            top = self._top_level[urn] = list(dict.fromkeys(path.split(".", 1)[0] for path in known))
+        return list(top)
 
     def column_type(self, table_urn: str, path: str) -> str | None:
         known = self._tables.get(self._table_urn(table_urn))
@@ -140,7 +147,13 @@ class SchemaCatalog:
         return mapping
 
     def _table_urn(self, name: str) -> str:
-        return resolve_node(name, default_db=self.default_db)
+        # the collector asks with canonical URNs, many times per statement: skip re-parsing them
+        if name in self._tables:
+            return name
+        urn = self._resolved.get(name)
+        if urn is None:
+            urn = self._resolved[name] = resolve_node(name, default_db=self.default_db)
+        return urn
 
 
 def _name_parts(urn: str) -> tuple[str, str, str]:
