@@ -457,3 +457,28 @@ def test_index_refreshes_only_when_the_store_changed(lake_store: LineageStore) -
     assert "hive.table/db.report" not in first.positions
     assert cache.get() is second
     assert refresh(first, lake_store) is not first
+
+
+# ---------------------------------------------------------------------- vectorised helpers
+
+
+def test_dedupe_keeps_each_node_once_on_both_paths() -> None:
+    from tracelake.graph.traverse import _dedupe
+
+    n = 1000
+    stamp, mark = np.empty(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    small = np.array([7, 3, 7, 7, 999, 3], dtype=np.int64)  # 6 * 32 < 1000: the stamp path
+    big = np.random.default_rng(1).integers(0, n, 500)  # the bitmap path
+    assert sorted(_dedupe(small, stamp, mark).tolist()) == [3, 7, 999]
+    assert _dedupe(big, stamp, mark).tolist() == sorted(set(big.tolist()))
+    assert not mark.any()  # scratch left clean for the next level
+
+
+def test_store_ids_map_to_positions_dense_or_sparse() -> None:
+    from tracelake.graph.index import _positions_of
+
+    dense = np.array([1, 2, 5], dtype=np.int64)
+    assert _positions_of(dense, np.array([5, 3, 7, -1, 1])).tolist() == [2, -1, -1, -1, 0]
+    sparse = np.array([3, 10, 10_000_000], dtype=np.int64)  # too sparse for a lookup table
+    assert _positions_of(sparse, np.array([10, -1, 5, 10_000_000, 20_000_000])).tolist() == [1, -1, -1, 2, -1]
+    assert _positions_of(np.empty(0, dtype=np.int64), np.array([1])).tolist() == [-1]

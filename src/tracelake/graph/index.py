@@ -79,6 +79,7 @@ class Adjacency:
     """
 
     indptr: np.ndarray  # int64, n_nodes + 1
+    degrees: np.ndarray  # int64, n_nodes: indptr[v + 1] - indptr[v], kept to save a gather per level
     edges: np.ndarray  # int64 edge positions, grouped by node
     neighbours: np.ndarray  # int64 node positions at the far end of each edge
     is_open: np.ndarray  # bool
@@ -87,12 +88,10 @@ class Adjacency:
     def build(cls, n_nodes: int, near: np.ndarray, far: np.ndarray, is_open: np.ndarray) -> Adjacency:
         # A stable sort keeps each node's edges in store-id order, so results are deterministic.
         order = np.argsort(near, kind="stable")
+        degrees = np.bincount(near, minlength=n_nodes).astype(np.int64)
         indptr = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(near, minlength=n_nodes), out=indptr[1:])
-        return cls(indptr, order.astype(np.int64), far[order], is_open[order])
-
-    def degree(self, nodes: np.ndarray) -> np.ndarray:
-        return self.indptr[nodes + 1] - self.indptr[nodes]
+        np.cumsum(degrees, out=indptr[1:])
+        return cls(indptr, degrees, order.astype(np.int64), far[order], is_open[order])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -253,6 +252,12 @@ def _positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Store ids → positions in `sorted_ids`; ids that are absent (or -1) map to -1."""
     if len(sorted_ids) == 0:
         return np.full(len(ids), -1, dtype=np.int64)
+    top = int(sorted_ids[-1])
+    if int(sorted_ids[0]) >= 0 and top < 4 * len(sorted_ids) + 1024:
+        # Autoincrement ids are nearly dense: a lookup table beats a binary search per id.
+        table = np.full(top + 2, -1, dtype=np.int64)  # the last slot answers every unknown id
+        table[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int64)
+        return table[np.where((ids >= 0) & (ids <= top), ids, top + 1)]
     found = np.searchsorted(sorted_ids, ids)
     clipped = np.minimum(found, len(sorted_ids) - 1)
     return np.where(sorted_ids[clipped] == ids, clipped, -1).astype(np.int64)
