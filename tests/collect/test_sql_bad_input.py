@@ -135,3 +135,22 @@ def test_nesting_too_deep_to_parse_is_a_problem() -> None:
     assert c.failed == 1 and c.parsed == 1
     assert "deep" in c.problems[0].reason
     assert table_edges(c) == {("d.s", "d.a")}
+
+
+def test_a_statement_whose_lineage_cannot_be_worked_out_is_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracelake.collect import sql_statements
+
+    original = sql_statements.RunState.apply
+
+    def apply(self: sql_statements.RunState, statement: object, *, tokens: int = 0) -> None:
+        if "boom" in str(statement):
+            raise KeyError("boom")
+        original(self, statement, tokens=tokens)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sql_statements.RunState, "apply", apply)
+    c = collect_sql("INSERT INTO d.a SELECT x FROM d.s;\nINSERT INTO d.boom SELECT y FROM d.s;")
+    assert (c.parsed, c.failed) == (1, 1)
+    (problem,) = c.problems
+    assert problem.location == "line 2, statement 2"
+    assert "KeyError" in problem.reason
+    assert table_edges(c) == {("d.s", "d.a")}

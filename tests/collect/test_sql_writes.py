@@ -245,3 +245,25 @@ def test_tables_named_by_their_files_are_file_nodes() -> None:
         ("file.parquet/s3://bucket/Events/2024", "file.delta//lake/Out", None),
         ("file.parquet/s3://bucket/Events/2024#id", "file.delta//lake/Out#id", "IDENTITY"),
     }
+
+
+def test_run_details_given_by_the_caller() -> None:
+    from datetime import UTC, datetime
+
+    moment = datetime(2024, 3, 10, 5, 0, tzinfo=UTC)
+    c = lineage(
+        "INSERT INTO d.t SELECT a FROM d.s",
+        observed_at=moment,
+        job_id="nightly-42",
+        user="etl",
+        dialect="hive",
+    )
+    (batch,) = c.batches
+    assert batch.observed_at == moment
+    assert batch.processes[0].urn == "sql.job/nightly-42"
+    assert batch.processes[0].metadata["dialect"] == "hive"
+    (run,) = batch.runs
+    assert (run.job_id, run.user, run.started_at) == ("nightly-42", "etl", moment)
+    named = lineage("INSERT INTO d.t SELECT a FROM d.s", process="sql.script/custom")
+    assert named.batches[0].processes[0].urn == "sql.script/custom"
+    assert {e.process for e in named.batches[0].edges} == {"sql.script/custom"}
