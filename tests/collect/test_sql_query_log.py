@@ -184,3 +184,15 @@ def test_the_dating_example_log(tmp_path: Path) -> None:
     assert not any(
         "recent_reports" in e.source or "recent_reports" in e.target for b in c.batches for e in b.edges
     )
+
+
+def test_an_entry_with_several_statements_locates_problems_by_statement(tmp_path: Path) -> None:
+    entries: list[dict[str, object] | str] = [
+        {
+            "query": "CREATE TEMP VIEW v AS SELECT id FROM d.s; INSERT INTO d.t SELEC id FROM v; "
+            "INSERT INTO d.u SELECT id FROM v"
+        },
+    ]
+    c = collect_query_log(write_log(tmp_path / "q.jsonl", entries))
+    assert [p.location for p in c.problems] == ["entry 1, statement 2"]
+    assert column_edges(c) == {("d.s#id", "d.u#id", "IDENTITY")}

@@ -234,3 +234,11 @@ def test_temp_view_over_files_reads_those_files() -> None:
         ("file.parquet//data/Raw", "hive.table/d.dst", None),
         ("file.parquet//data/Raw#id", "hive.table/d.dst#id", "IDENTITY"),
     }
+
+
+def test_use_catalog_and_database_in_trino() -> None:
+    c = lineage(
+        "USE iceberg.mart; INSERT INTO t SELECT a FROM raw.x; INSERT INTO hive.d.u SELECT a FROM t",
+        dialect="trino",
+    )
+    assert table_edges(c) == {("iceberg.raw.x", "iceberg.mart.t"), ("iceberg.mart.t", "d.u")}

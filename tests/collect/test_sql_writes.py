@@ -10,7 +10,7 @@ from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql import collect_sql
 from tracelake.model import Confidence, Signal
 
-from . import column_edges, direct_edges, indirect_edges, lineage, table_edges, to_all
+from . import column_edges, confidences, direct_edges, indirect_edges, lineage, table_edges, to_all
 
 DATING = """
 INSERT OVERWRITE TABLE dating.safety_training_tbl PARTITION (ds='2024-03-10')
@@ -267,3 +267,19 @@ def test_run_details_given_by_the_caller() -> None:
     named = lineage("INSERT INTO d.t SELECT a FROM d.s", process="sql.script/custom")
     assert named.batches[0].processes[0].urn == "sql.script/custom"
     assert {e.process for e in named.batches[0].edges} == {"sql.script/custom"}
+
+
+def test_insert_whose_column_count_disagrees_with_the_schema_matches_names_with_medium_confidence() -> None:
+    schema = SchemaCatalog({"d.dst": ["a", "b", "c"]})
+    c = lineage("INSERT INTO d.dst SELECT a, x AS b FROM d.s", schema=schema)
+    assert confidences(c) == {
+        ("d.s#a", "d.dst#a", "IDENTITY"): Confidence.MEDIUM,
+        ("d.s#x", "d.dst#b", "IDENTITY"): Confidence.MEDIUM,
+    }
+
+
+def test_an_untraceable_star_leaves_a_note_on_the_process() -> None:
+    c = lineage("INSERT INTO d.dst SELECT * FROM d.src")
+    (note,) = c.batches[0].processes[0].metadata["notes"]
+    assert note.startswith("hive.table/d.dst:")
+    assert c.problems == []

@@ -171,6 +171,7 @@ class _RunBuilder:
                         "dialect": self.dialect_name,
                         "statements": self.parsed,
                         "fingerprint": code,
+                        **({"notes": list(dict.fromkeys(state.notes))} if state.notes else {}),
                     },
                 )
             ],

@@ -74,6 +74,7 @@ class RunState:
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -285,9 +286,8 @@ class RunState:
         return _Target(urn=self._urn(name, db, node.text("catalog").lower()))
 
     def _urn(self, name: str, db: str, catalog: str) -> str:
-        if not db:
-            db, catalog = self.default_db, catalog or (self.default_catalog or "")
-        return table_urn(name, db, catalog or None)
+        # `USE catalog.db` sets both: a name without a catalog lives in the current one
+        return table_urn(name, db or self.default_db, catalog or self.default_catalog)
 
     def _known_columns(self, target: _Target) -> list[str] | None:
         if target.temp_key is not None:
@@ -373,11 +373,10 @@ class RunState:
             elif db == _GLOBAL_TEMP_DB and f"{db}.{name}" in self.temp:
                 catalog, columns = _TEMP_CATALOG, self._temp_columns(f"{db}.{name}")
             else:
-                if not db:
-                    db, catalog = self.default_db, catalog or (self.default_catalog or "")
+                urn = self._urn(name, db, catalog)
+                db, catalog = db or self.default_db, catalog or self.default_catalog or ""
                 if catalog in DEFAULT_CATALOGS or not catalog:
                     catalog = _DEFAULT_CATALOG
-                urn = table_urn(name, db, None if catalog == _DEFAULT_CATALOG else catalog)
                 columns = self._known_columns(_Target(urn=urn))
             node.set("catalog", exp.to_identifier(catalog))
             node.set("db", exp.to_identifier(db))
@@ -427,6 +426,11 @@ class RunState:
         metadata = self.assets.setdefault(urn, {})
         if view:
             metadata["type"] = "view"
+        if not relation.complete:
+            self.notes.append(
+                f"{urn}: columns hidden behind a * over a table of unknown columns are not traced; "
+                "a schema file would give them"
+            )
         if not append and relation.complete:
             self.learnt[urn] = {name: self._column_type(urn, name) for name, _, _ in columns}
         for source in relation.tables:
