@@ -96,3 +96,24 @@ def test_a_plain_insert_in_many_dialects(dialect: str, sql: str) -> None:
 
 def test_supported_dialects_lists_the_usual_engines() -> None:
     assert {"spark", "hive", "presto", "trino", "databricks"} <= set(supported_dialects())
+
+
+def test_unexpanded_variables_stay_in_table_names() -> None:
+    c = lineage(
+        "INSERT OVERWRITE TABLE ${out_db}.daily PARTITION (ds='${ds}') "
+        "SELECT a FROM ${src_db}.events WHERE ds = '${hivevar:ds}'",
+        dialect="hive",
+    )
+    assert table_edges(c) == {("${src_db}.events", "${out_db}.daily")}
+    assert column_edges(c) == {
+        ("${src_db}.events#a", "${out_db}.daily#a", "IDENTITY"),
+        ("${src_db}.events#ds", "${out_db}.daily#a", "FILTER"),
+    }
+
+
+def test_statements_sqlglot_keeps_as_commands_parse_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    c = lineage(
+        "SET hivevar:ds=2024-01-01; ADD JAR /tmp/udf.jar; MSCK REPAIR TABLE d.t; SHOW TABLES", dialect="hive"
+    )
+    assert (c.statements, c.parsed, c.edges) == (4, 4, 0)
+    assert "Falling back" not in caplog.text

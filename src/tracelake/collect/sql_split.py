@@ -11,6 +11,7 @@ Failures come back as `StatementError`s carrying the line and sqlglot's reason.
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,8 +59,28 @@ def excerpt(text: str) -> str:
     return flat if len(flat) <= _EXCERPT_CHARS else flat[: _EXCERPT_CHARS - 1] + "…"
 
 
+class _QuietCommandFallback(logging.Filter):
+    """sqlglot warns once per statement it keeps as an opaque Command (SET, ADD JAR, MSCK,
+    SHOW…); a query log holds thousands of them and they move no data, so the warnings go."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+_QUIET = _QuietCommandFallback()
+_SQLGLOT_LOGGER = logging.getLogger("sqlglot")
+
+
 def parse_statements(text: str, dialect: Dialect) -> Iterator[ParsedStatement | StatementError]:
     """Yield each statement of `text` parsed, or the reason it could not be, in order."""
+    _SQLGLOT_LOGGER.addFilter(_QUIET)
+    try:
+        yield from _parse_statements(text, dialect)
+    finally:
+        _SQLGLOT_LOGGER.removeFilter(_QUIET)
+
+
+def _parse_statements(text: str, dialect: Dialect) -> Iterator[ParsedStatement | StatementError]:
     lines = _LineIndex(text)
     try:
         tokens = dialect.tokenize(text)

@@ -78,12 +78,15 @@ class RunState:
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def apply(self, statement: exp.Expr, *, tokens: int = 0) -> None:
+    def apply(self, statement: exp.Expr, *, tokens: int = 0, templated: bool = False) -> None:
         """Replay one parsed statement; statements that move no data change nothing.
 
         `tokens` (the statement's size) lets huge statements skip sqlglot's qualify, whose
         cost grows with nesting depth times columns (seconds for a 5,000-term sum).
+        `templated` says the text holds `${var}` placeholders, which may name tables.
         """
+        if templated:
+            _name_placeholders(statement)
         self._qualify = tokens < _QUALIFY_TOKEN_LIMIT or (
             tokens < _HUGE_TOKEN_LIMIT and _depth(statement, _QUALIFY_DEPTH_LIMIT) < _QUALIFY_DEPTH_LIMIT
         )
@@ -488,6 +491,16 @@ def _depth(expression: exp.Expr, limit: int) -> int:
         for child in node.iter_expressions():
             stack.append((child, depth + 1))
     return deepest
+
+
+def _name_placeholders(statement: exp.Expr) -> None:
+    """`${db}.events`: a table named by an unexpanded variable keeps the variable as its name,
+    rather than losing the part and landing in the default database."""
+    for node in statement.find_all(exp.Table):
+        for part in ("this", "db", "catalog"):
+            value = node.args.get(part)
+            if isinstance(value, exp.Parameter):
+                node.set(part, exp.to_identifier(f"${{{value.name}}}", quoted=True))
 
 
 def _temp_key(node: exp.Table) -> str:
