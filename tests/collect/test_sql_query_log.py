@@ -196,3 +196,19 @@ def test_an_entry_with_several_statements_locates_problems_by_statement(tmp_path
     c = collect_query_log(write_log(tmp_path / "q.jsonl", entries))
     assert [p.location for p in c.problems] == ["entry 1, statement 2"]
     assert column_edges(c) == {("d.s#id", "d.u#id", "IDENTITY")}
+
+
+def test_a_named_job_is_one_process_whose_daily_runs_are_versions(tmp_path: Path) -> None:
+    entries: list[dict[str, object] | str] = [
+        {
+            "query": "INSERT INTO d.t SELECT a FROM d.s",
+            "job_id": f"load.2024-03-{day}",
+            "job_name": "load",
+            "timestamp": f"2024-03-{day}T01:00:00Z",
+        }
+        for day in (10, 11)
+    ]
+    c = collect_query_log(write_log(tmp_path / "q.jsonl", entries))
+    assert [b.processes[0].urn for b in c.batches] == ["sql.job/load", "sql.job/load"]
+    assert [b.runs[0].job_id for b in c.batches] == ["load.2024-03-10", "load.2024-03-11"]
+    assert len({b.runs[0].run_id for b in c.batches}) == 2

@@ -87,8 +87,8 @@ def test_yaml_and_json_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("bad.json", "{not json", "not valid JSON"),
-        ("bad.yaml", "a: [b\n", "not valid YAML"),
+        ("bad.json", "{not json", r"not a valid schema file \(JSON\)"),
+        ("bad.yaml", "a: [b\n", r"not a valid schema file \(YAML\)"),
         ("list.yaml", "- a\n- b\n", "expected a mapping"),
         ("scalar.yaml", "d.t: 5\n", "'d.t' should map to a list"),
         ("column.yaml", "d.t:\n  - [x]\n", "a column should be a name"),

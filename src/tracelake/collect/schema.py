@@ -70,13 +70,15 @@ class SchemaCatalog:
         try:
             data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as error:
-            raise SchemaFileError(f"{path}: not valid {_format_name(path)}: {error}") from error
+            raise SchemaFileError(
+                f"{path}: not a valid schema file ({_format_name(path)}): {error}"
+            ) from error
         if data is None:
             return cls(default_db=default_db)
         try:
             return cls.from_mapping(data, default_db=default_db)
         except SchemaFileError as error:
-            raise SchemaFileError(f"{path}: {error}") from error
+            raise SchemaFileError(f"{path}: not a valid schema file: {error}") from error
 
     @classmethod
     def from_mapping(cls, data: Any, *, default_db: str = DEFAULT_DATABASE) -> SchemaCatalog:

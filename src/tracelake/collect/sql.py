@@ -296,8 +296,9 @@ def collect_query_log(
 ) -> SqlCollection:
     """A JSON-lines query log: `{"query", "user", "timestamp", "job_id", "engine"}` per line.
 
-    Entries sharing a job_id are one run (process `sql.job/<job_id>`); any other entry is a
-    run of its own (process `sql.query/<fingerprint of the query with literals blanked>`).
+    Entries sharing a job_id are one run, of process `sql.job/<job_name>` when the entries
+    name their job, else `sql.job/<job_id>`; any other entry is a run of its own (process
+    `sql.query/<fingerprint of the query with literals blanked>`).
     """
     _dialect(dialect)
     path = Path(path)
@@ -339,7 +340,10 @@ def _collect_run(
     if not run.parsed:
         return
     if first.job_id is not None:
-        urn, name = f"sql.job/{first.job_id}", first.job_name or first.job_id
+        # a job_id usually names one execution (`etl.load.2024-03-10`); when the log also
+        # names the job, the job is the process and each day's run a new version of it
+        job = first.job_name or first.job_id
+        urn, name = f"sql.job/{job}", job
     else:
         urn = f"sql.query/{fingerprint(*run.shapes)}"
         name = f"query at {source}, entry {first.number}"
