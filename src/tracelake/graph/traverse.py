@@ -409,14 +409,18 @@ def lineage(
         sides = np.where(hops > 0, side, 0).astype(np.int8)
         edges = walk.edges
     else:
-        up, down = walks[UPSTREAM].dist, walks[DOWNSTREAM].dist
-        sides_all = (up > 0) * UPSTREAM + (down > 0) * DOWNSTREAM
+        up, down = walks[UPSTREAM], walks[DOWNSTREAM]
+        # Work over the reached nodes only, not all n: a small query on a big graph stays small.
+        reached = _unique(np.concatenate([up.nodes, down.nodes]))
+        hops_up, hops_down = up.dist[reached], down.dist[reached]
         # A node found on both sides (only possible through a cycle) keeps the nearer hop count.
-        both = np.where((up >= 0) & (down >= 0), np.minimum(up, down), np.maximum(up, down))
-        reached = np.flatnonzero(both >= 0)
-        nodes = reached[np.argsort(both[reached], kind="stable")]
-        hops = both[nodes].astype(np.int32)
-        sides = sides_all[nodes].astype(np.int8)
+        both = np.where(
+            (hops_up >= 0) & (hops_down >= 0), np.minimum(hops_up, hops_down), np.maximum(hops_up, hops_down)
+        )
+        order = np.argsort(both, kind="stable")
+        nodes = reached[order]
+        hops = both[order].astype(np.int32)
+        sides = ((hops_up > 0) * UPSTREAM + (hops_down > 0) * DOWNSTREAM)[order].astype(np.int8)
         edges = _unique(np.concatenate([walks[UPSTREAM].edges, walks[DOWNSTREAM].edges]))
 
     if include_fields:
