@@ -1,0 +1,401 @@
+"""The `tracelake` command line: a thin typer layer over `tracelake.service.Tracelake`.
+
+Each command parses its options, calls one service operation and prints the result as a
+rich table or as JSON/DOT/Mermaid. User mistakes (a missing file, an unknown node, a bad
+date) end with a one-line message and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import sqlalchemy as sa
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tracelake import render
+from tracelake.collect.schema import SchemaFileError
+from tracelake.collect.sql import UnknownDialectError
+from tracelake.graph.index import UnknownNodeError
+from tracelake.model import Confidence, Signal
+from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
+from tracelake.store import LineageStore
+from tracelake.views import EdgeView, GraphView
+
+app = typer.Typer(
+    name="tracelake",
+    help="Privacy-aware data lineage for Spark data lakes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)
+app.add_typer(ingest_app, name="ingest")
+
+out = Console()
+err = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    dot = "dot"
+    mermaid = "mermaid"
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for; printed as one line."""
+
+
+def friendly_errors(command: F) -> F:
+    """Turn user mistakes into a message on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (UserError, UnknownNodeError, UnknownDialectError, SchemaFileError, FileNotFoundError) as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except sa.exc.OperationalError as exc:
+            err.print(f"[red]error:[/red] cannot use the lineage store: {exc.orig}", highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", envvar="TRACELAKE_DB", help="Store URL or SQLite file [default: .tracelake/lineage.db]"
+    ),
+]
+
+
+def open_service(db: str | None) -> Tracelake:
+    url = db if db is None or "://" in db else f"sqlite:///{db}"
+    return Tracelake(LineageStore(url))
+
+
+def parse_time(text: str | None, option: str) -> datetime | None:
+    """ISO dates and times; a bare date means the end of that day (UTC): "as it was on 2024-03-11"."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(
+            f"{option} {text!r} is not an ISO date or time (e.g. 2024-03-11 or 2024-03-11T06:00Z)"
+        ) from None
+    if len(text) == 10:  # a date alone
+        moment = datetime.combine(moment.date(), time.max)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# ---------------------------------------------------------------------- ingest
+
+
+@ingest_app.command("sql")
+@friendly_errors
+def ingest_sql(
+    path: Annotated[
+        Path, typer.Argument(help="A .sql file, a folder of .sql files, or a JSON-lines query log")
+    ],
+    dialect: Annotated[str, typer.Option(help="sqlglot dialect: spark, hive, presto, trino, …")] = "spark",
+    schema: Annotated[
+        Path | None, typer.Option(help="YAML/JSON table schemas, for SELECT * and INSERTs")
+    ] = None,
+    default_db: Annotated[str, typer.Option(help="Database of unqualified table names")] = "default",
+    db: DbOption = None,
+) -> None:
+    """Parse SQL into table- and column-level lineage and store it."""
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    service = open_service(db)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task(f"parsing {path}", total=None)
+        summary = service.ingest_sql(
+            path,
+            dialect=dialect,
+            schema_file=schema,
+            default_db=default_db,
+            progress=lambda n: progress.update(task, completed=n),
+        )
+    for problem in summary.problems:
+        err.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        if problem.excerpt:
+            err.print(f"    {problem.excerpt}", highlight=False, markup=False)
+    report = summary.report
+    out.print(
+        f"{summary.statements} statements: {summary.parsed} parsed, {summary.failed} failed; "
+        f"{summary.edges} edges ({report.edges_added} new, {report.edges_closed} closed, "
+        f"{report.versions_added} process versions new, {report.versions_unchanged} unchanged)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+# ---------------------------------------------------------------------- explore
+
+
+def _filters(
+    depth: int | None,
+    as_of: str | None,
+    min_confidence: Confidence | None,
+    signal: list[Signal] | None,
+    kind: list[str] | None,
+    direct_only: bool = False,
+) -> TraversalFilters:
+    if depth is not None and depth < 0:
+        raise UserError("--depth must be 0 or more")
+    return TraversalFilters(
+        depth=depth,
+        as_of=parse_time(as_of, "--as-of"),
+        min_confidence=min_confidence,
+        signals=frozenset(signal) if signal else None,
+        asset_kinds=frozenset(kind) if kind else None,
+        direct_only=direct_only,
+    )
+
+
+@app.command()
+@friendly_errors
+def lineage(
+    nodes: Annotated[list[str], typer.Argument(help="URNs or table names, e.g. dating.users#religion")],
+    up: Annotated[bool, typer.Option("--up", help="Upstream only")] = False,
+    down: Annotated[bool, typer.Option("--down", help="Downstream only")] = False,
+    depth: Annotated[int | None, typer.Option(help="At most this many hops")] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="The graph as it was then (ISO date/time)")
+    ] = None,
+    min_confidence: Annotated[Confidence | None, typer.Option(help="Stop at edges below this")] = None,
+    signal: Annotated[list[Signal] | None, typer.Option(help="Only edges from these signals")] = None,
+    kind: Annotated[list[str] | None, typer.Option(help="Only these asset kinds, e.g. hive.table")] = None,
+    direct_only: Annotated[
+        bool, typer.Option(help="Only edges that carry values (no filters, joins…)")
+    ] = False,
+    output: Annotated[OutputFormat, typer.Option("--format", help="Output format")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """Upstream and downstream lineage of tables or columns."""
+    if up and down:
+        raise UserError("give --up or --down, not both (neither means both directions)")
+    direction: Direction = "upstream" if up else "downstream" if down else "both"
+    filters = _filters(depth, as_of, min_confidence, signal, kind, direct_only)
+    view = open_service(db).lineage(nodes, direction, filters)
+    print_graph(view, output, title=f"{direction} of {', '.join(nodes)}")
+
+
+@app.command()
+@friendly_errors
+def impact(
+    nodes: Annotated[list[str], typer.Argument(help="URNs or table names you plan to change")],
+    depth: Annotated[int | None, typer.Option(help="At most this many hops")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of")] = None,
+    min_confidence: Annotated[Confidence | None, typer.Option()] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """Downstream assets a change would touch, with their owners."""
+    impacted = open_service(db).impact(nodes, _filters(depth, as_of, min_confidence, None, None))
+    if output is OutputFormat.json:
+        print(json.dumps({"impacted": [i.to_json() for i in impacted]}, indent=2))
+        return
+    table = Table(title=f"impact of {', '.join(nodes)}")
+    for column in ("asset", "distance", "owner", "layer", "via fields"):
+        table.add_column(column)
+    for item in impacted:
+        table.add_row(
+            item.asset, str(item.distance), item.owner or "", item.layer or "", ", ".join(item.via_fields[:4])
+        )
+    out.print(table)
+    out.print(f"{len(impacted)} downstream assets", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def paths(
+    source: Annotated[str, typer.Argument()],
+    target: Annotated[str, typer.Argument()],
+    max_depth: Annotated[int, typer.Option(help="Longest path, in hops")] = 10,
+    as_of: Annotated[str | None, typer.Option("--as-of")] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """Every path between two nodes (how does data get from A to B?)."""
+    found = open_service(db).paths(
+        source, target, max_depth=max_depth, filters=_filters(None, as_of, None, None, None)
+    )
+    if output is OutputFormat.json:
+        print(json.dumps({"paths": [[e.to_json() for e in path] for path in found]}, indent=2))
+        return
+    for number, path in enumerate(found, 1):
+        hops = " → ".join([path[0].source, *(f"{e.target} [{e.transformation or 'table'}]" for e in path)])
+        out.print(f"{number}. {hops}", highlight=False)
+    out.print(f"{len(found)} paths", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def show(
+    node: Annotated[str, typer.Argument(help="A URN or table name")],
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """A node's properties, its fields and the edges in and out of it now."""
+    details = open_service(db).show(node)
+    record = details.node
+    if output is OutputFormat.json:
+        print(
+            json.dumps(
+                {
+                    "id": record.urn,
+                    "kind": record.node_type,
+                    "type": record.kind,
+                    "owner": record.owner,
+                    "layer": record.layer,
+                    "security_level": record.security_level,
+                    "labels": list(record.labels),
+                    "data_type": record.data_type,
+                    "properties": record.properties,
+                    "first_seen": record.first_seen.isoformat(),
+                    "last_seen": record.last_seen.isoformat(),
+                    "fields": [{"id": f.urn, "data_type": f.data_type} for f in details.fields],
+                    "inputs": [e.to_json() for e in details.inputs],
+                    "outputs": [e.to_json() for e in details.outputs],
+                },
+                indent=2,
+            )
+        )
+        return
+    facts = Table(show_header=False, title=record.urn)
+    for key, value in (
+        ("kind", f"{record.node_type} ({record.kind})"),
+        ("owner", record.owner),
+        ("layer", record.layer),
+        ("security level", record.security_level),
+        ("labels", ", ".join(record.labels)),
+        ("data type", record.data_type),
+        ("first seen", record.first_seen.isoformat(timespec="seconds")),
+        ("last seen", record.last_seen.isoformat(timespec="seconds")),
+    ):
+        if value not in (None, ""):
+            facts.add_row(key, str(value))
+    out.print(facts)
+    if details.fields:
+        out.print("fields: " + ", ".join(f.urn.partition("#")[2] for f in details.fields), highlight=False)
+    for title, edges in (("inputs", details.inputs), ("outputs", details.outputs)):
+        if edges:
+            out.print(edge_table(edges, title=title))
+
+
+@app.command()
+@friendly_errors
+def diff(
+    since: Annotated[str, typer.Option("--from", help="Earlier time (ISO date/time)")],
+    until: Annotated[str | None, typer.Option("--to", help="Later time [default: now]")] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """Edges added and removed between two times."""
+    start = parse_time(since, "--from")
+    end = parse_time(until, "--to") or datetime.now(UTC)
+    assert start is not None
+    if end < start:
+        raise UserError("--to is before --from")
+    changes: DiffView = open_service(db).diff(start, end)
+    if output is OutputFormat.json:
+        print(
+            json.dumps(
+                {
+                    "from": start.isoformat(),
+                    "to": end.isoformat(),
+                    "added": [e.to_json() for e in changes.added],
+                    "removed": [e.to_json() for e in changes.removed],
+                },
+                indent=2,
+            )
+        )
+        return
+    out.print(
+        edge_table(changes.added, title=f"added between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M}")
+    )
+    out.print(edge_table(changes.removed, title="removed"))
+    out.print(f"{len(changes.added)} added, {len(changes.removed)} removed", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def problems(
+    limit: Annotated[int, typer.Option(help="How many, newest first")] = 50,
+    db: DbOption = None,
+) -> None:
+    """Input that could not be read (bad SQL, malformed log lines), as recorded at ingest."""
+    recorded = open_service(db).problems(limit)
+    table = Table(title="recorded problems")
+    for column in ("source", "where", "reason"):
+        table.add_column(column, overflow="fold")
+    for problem in recorded:
+        table.add_row(problem.source, problem.location, problem.reason)
+    out.print(table)
+
+
+# ---------------------------------------------------------------------- output
+
+
+def edge_table(edges: list[EdgeView], *, title: str) -> Table:
+    table = Table(title=title)
+    for column in ("source", "target", "transformation", "signal", "confidence", "process"):
+        table.add_column(column, overflow="fold")
+    for edge in edges:
+        table.add_row(
+            edge.source,
+            edge.target,
+            edge.transformation or "(table)",
+            edge.signal,
+            edge.confidence,
+            edge.process,
+        )
+    return table
+
+
+def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.write(render.to_json(view) + "\n")
+    elif output is OutputFormat.dot:
+        sys.stdout.write(render.to_dot(view))
+    elif output is OutputFormat.mermaid:
+        sys.stdout.write(render.to_mermaid(view))
+    else:
+        nodes = Table(title=title)
+        for column in ("distance", "node", "kind", "owner"):
+            nodes.add_column(column, overflow="fold")
+        for node in view.nodes:
+            nodes.add_row(
+                str(node.distance), node.id, node.type if node.kind != "field" else "field", node.owner or ""
+            )
+        out.print(nodes)
+        out.print(edge_table(view.edges, title="edges"))
+        out.print(f"{len(view.nodes)} nodes, {len(view.edges)} edges", highlight=False)
+
+
+def main() -> None:  # pragma: no cover - the console script entry point
+    app()

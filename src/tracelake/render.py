@@ -1,0 +1,90 @@
+"""Text renderings of a GraphView: JSON, Graphviz DOT and Mermaid.
+
+Field nodes are drawn inside their asset (a DOT cluster, a Mermaid subgraph) so a column
+graph still reads as tables; indirect column edges (filters, joins…) are dashed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from tracelake.views import EdgeView, GraphView, NodeView
+
+
+def to_json(view: GraphView) -> str:
+    return json.dumps(view.to_json(), indent=2, sort_keys=False)
+
+
+def _label(urn: str) -> str:
+    return urn.partition("#")[2] or urn.partition("/")[2] or urn
+
+
+def _asset_of(urn: str) -> str:
+    return urn.partition("#")[0]
+
+
+def _grouped(nodes: list[NodeView]) -> dict[str, list[NodeView]]:
+    groups: dict[str, list[NodeView]] = defaultdict(list)
+    for node in nodes:
+        groups[_asset_of(node.id)].append(node)
+    return groups
+
+
+def _edge_note(edge: EdgeView) -> str:
+    note = edge.transformation or ""
+    if edge.confidence != "HIGH":
+        note = f"{note} ({edge.confidence})".strip()
+    return note
+
+
+def to_dot(view: GraphView) -> str:
+    def quote(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["digraph lineage {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];']
+    for number, (asset, members) in enumerate(sorted(_grouped(view.nodes).items())):
+        fields = [n for n in members if n.kind == "field"]
+        if fields:
+            lines.append(f"  subgraph cluster_{number} {{")
+            lines.append(f"    label={quote(_label(asset))};")
+            for node in fields:
+                style = ", style=bold" if node.distance == 0 else ""
+                lines.append(f"    {quote(node.id)} [label={quote(_label(node.id))}{style}];")
+            lines.append("  }")
+        for node in members:
+            if node.kind != "field":
+                style = ", style=bold" if node.distance == 0 else ""
+                lines.append(f"  {quote(node.id)} [label={quote(_label(node.id))}{style}];")
+    for edge in view.edges:
+        attributes = [f"label={quote(_edge_note(edge))}"] if _edge_note(edge) else []
+        if edge.direct is False:
+            attributes.append("style=dashed")
+        suffix = f" [{', '.join(attributes)}]" if attributes else ""
+        lines.append(f"  {quote(edge.source)} -> {quote(edge.target)}{suffix};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_mermaid(view: GraphView) -> str:
+    ids = {node.id: f"n{number}" for number, node in enumerate(view.nodes)}
+
+    def text(label: str) -> str:
+        return '"' + label.replace('"', "#quot;") + '"'
+
+    lines = ["flowchart LR"]
+    for number, (asset, members) in enumerate(sorted(_grouped(view.nodes).items())):
+        fields = [n for n in members if n.kind == "field"]
+        if fields:
+            lines.append(f"  subgraph g{number}[{text(_label(asset))}]")
+            lines.extend(f"    {ids[n.id]}[{text(_label(n.id))}]" for n in fields)
+            lines.append("  end")
+        lines.extend(f"  {ids[n.id]}[{text(_label(n.id))}]" for n in members if n.kind != "field")
+    for edge in view.edges:
+        if edge.source not in ids or edge.target not in ids:
+            continue
+        arrow = "-.->" if edge.direct is False else "-->"
+        note = _edge_note(edge)
+        label = f"|{text(note)}|" if note else ""
+        lines.append(f"  {ids[edge.source]} {arrow}{label} {ids[edge.target]}")
+    return "\n".join(lines) + "\n"

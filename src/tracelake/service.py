@@ -1,0 +1,286 @@
+"""The operations every interface offers, in one place: the CLI, the HTTP API and Python callers
+all go through `Tracelake`, so no command or route holds logic of its own.
+
+It ties the parts together: collectors produce batches, the store ingests them, the graph
+index (rebuilt only when the store changed) answers traversals, and the results come back
+as the plain views of `tracelake.views`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.sql import SqlCollection, collect_path
+from tracelake.graph import traverse
+from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError
+from tracelake.model import (
+    Confidence,
+    LineageBatch,
+    Problem,
+    Signal,
+    UrnError,
+    parse_urn,
+    resolve_node,
+)
+from tracelake.store import LineageStore
+from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
+from tracelake.views import EdgeView, GraphView, ImpactView, NodeView
+
+Direction = Literal["upstream", "downstream", "both"]
+
+
+@dataclass(slots=True)
+class SqlIngestSummary:
+    statements: int
+    parsed: int
+    failed: int
+    edges: int
+    problems: list[Problem]
+    report: IngestReport
+
+
+@dataclass(slots=True)
+class NodeDetails:
+    node: NodeRecord
+    fields: list[NodeRecord]
+    inputs: list[EdgeView]
+    outputs: list[EdgeView]
+
+
+@dataclass(slots=True)
+class DiffView:
+    since: datetime
+    until: datetime
+    added: list[EdgeView] = field(default_factory=list)
+    removed: list[EdgeView] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TraversalFilters:
+    """The knobs every traversal takes; None means "no filter"."""
+
+    depth: int | None = None
+    as_of: datetime | None = None
+    min_confidence: Confidence | None = None
+    signals: frozenset[Signal] | None = None
+    asset_kinds: frozenset[str] | None = None
+    direct_only: bool = False
+
+
+class Tracelake:
+    """Tracelake's operations on one store."""
+
+    def __init__(self, store: LineageStore | None = None) -> None:
+        self.store = store or LineageStore()
+        self._indexes = IndexCache(self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ------------------------------------------------------------------ collect
+
+    def ingest_sql(
+        self,
+        path: Path,
+        *,
+        dialect: str = "spark",
+        schema_file: Path | None = None,
+        default_db: str = "default",
+        progress: Callable[[int], None] | None = None,
+    ) -> SqlIngestSummary:
+        """Collect lineage from SQL files or a query log and ingest it in one transaction.
+
+        `SELECT *` is expanded from the schema file when given, and otherwise (and for tables
+        the file does not name) from the columns the store has already seen.
+        """
+        schema = SchemaCatalog.from_mapping(self.store.known_columns(), default_db=default_db)
+        if schema_file is not None:
+            for table in (from_file := SchemaCatalog.from_file(schema_file, default_db=default_db)).tables():
+                schema.add(table, from_file.columns(table) or [])
+        collection: SqlCollection = collect_path(
+            path, dialect=dialect, schema=schema, default_db=default_db, progress=progress
+        )
+        batches = list(collection.batches)
+        if collection.problems:
+            batches[:0] = [LineageBatch(problems=list(collection.problems))]
+        report = self.store.ingest(batches)
+        return SqlIngestSummary(
+            statements=collection.statements,
+            parsed=collection.parsed,
+            failed=collection.failed,
+            edges=collection.edges,
+            problems=collection.problems,
+            report=report,
+        )
+
+    # ------------------------------------------------------------------ explore
+
+    def index(self) -> GraphIndex:
+        return self._indexes.get()
+
+    def resolve(self, names: Sequence[str]) -> list[str]:
+        """Canonical URNs for what a user typed: a URN, `db.tbl`, `tbl#col`…
+
+        A name resolved against the default database that the graph does not hold is
+        matched by suffix (`safety_training_tbl#target_religion` finds it in any database)
+        when exactly one node matches; otherwise UnknownNodeError names the candidates.
+        """
+        index = self.index()
+        urns = []
+        for name in names:
+            try:
+                urn = resolve_node(name)
+            except UrnError as exc:
+                raise UnknownNodeError(name) from exc
+            if urn not in index.positions:
+                urn = self._match_suffix(name, urn, index)
+            urns.append(urn)
+        return urns
+
+    def _match_suffix(self, typed: str, urn: str, index: GraphIndex) -> str:
+        parsed = parse_urn(urn)
+        typed_table = typed.partition("#")[0]
+        if parsed.kind == "table" and "/" not in typed_table and typed_table.count(".") == 0:
+            suffix = "." + urn.partition("/")[2].split(".", 1)[1]
+            candidates = self.store.find_urns(suffix)
+            if len(candidates) == 1:
+                return candidates[0]
+            if candidates:
+                raise UnknownNodeError(typed, tuple(candidates[:5]))
+        raise UnknownNodeError(typed, index.near_matches(urn))
+
+    def lineage(
+        self, names: Sequence[str], direction: Direction = "both", filters: TraversalFilters | None = None
+    ) -> GraphView:
+        """Upstream and/or downstream of many nodes at once, as nodes with distances and edges."""
+        filters = filters or TraversalFilters()
+        index = self.index()
+        starts = self.resolve(names)
+        result = traverse.lineage(index, starts, direction, **_traverse_kwargs(filters))
+        distances = {index.urns[p]: d for p, d in result.distances().items()}
+        records = self.store.nodes(distances)
+        nodes = [_node_view(urn, records.get(urn), index, distance) for urn, distance in distances.items()]
+        nodes.sort(key=lambda n: (n.distance or 0, n.id))
+        edges = sorted((_edge_view(index.edge(p)) for p in result.edge_positions()), key=_edge_order)
+        return GraphView(nodes=nodes, edges=edges)
+
+    def impact(self, names: Sequence[str], filters: TraversalFilters | None = None) -> list[ImpactView]:
+        """Downstream assets of the given nodes, nearest first, with their owners."""
+        filters = filters or TraversalFilters()
+        index = self.index()
+        starts = self.resolve(names)
+        impacted = traverse.impact(index, starts, **_traverse_kwargs(filters))
+        records = self.store.nodes(i.asset for i in impacted)
+        views = []
+        for item in impacted:
+            record = records.get(item.asset)
+            views.append(
+                ImpactView(
+                    asset=item.asset,
+                    type=parse_urn(item.asset).asset_kind,
+                    distance=item.distance,
+                    owner=record.owner if record else None,
+                    layer=record.layer if record else None,
+                    via_fields=tuple(item.via_fields),
+                )
+            )
+        return views
+
+    def paths(
+        self, source: str, target: str, *, max_depth: int = 10, filters: TraversalFilters | None = None
+    ) -> list[list[EdgeView]]:
+        filters = filters or TraversalFilters()
+        index = self.index()
+        start, end = self.resolve([source, target])
+        kwargs = _traverse_kwargs(filters)
+        kwargs.pop("depth", None)
+        found = traverse.paths(index, start, end, max_depth=max_depth, **kwargs)
+        return [[_edge_view(index.edge(p)) for p in path] for path in found]
+
+    def show(self, name: str) -> NodeDetails:
+        """One node with its fields and the edges that enter and leave it now."""
+        (urn,) = self.resolve([name])
+        node = self.store.node(urn)
+        if node is None:  # the index knew it but the store no longer does: a race with a reset
+            raise UnknownNodeError(name)
+        edges = [_record_view(e) for e in self.store.edges(touching=urn)]
+        return NodeDetails(
+            node=node,
+            fields=self.store.fields_of(urn) if node.node_type == "asset" else [],
+            inputs=sorted((e for e in edges if e.target == urn), key=_edge_order),
+            outputs=sorted((e for e in edges if e.source == urn), key=_edge_order),
+        )
+
+    def diff(self, since: datetime, until: datetime) -> DiffView:
+        changes = self.store.diff(since, until)
+        return DiffView(
+            since=since,
+            until=until,
+            added=sorted((_record_view(e) for e in changes.added), key=_edge_order),
+            removed=sorted((_record_view(e) for e in changes.removed), key=_edge_order),
+        )
+
+    def problems(self, limit: int = 100) -> list[Problem]:
+        return self.store.problems(limit)
+
+
+def _traverse_kwargs(filters: TraversalFilters) -> dict[str, object]:
+    return {
+        "depth": filters.depth,
+        "as_of": filters.as_of,
+        "min_confidence": filters.min_confidence,
+        "signals": set(filters.signals) if filters.signals else None,
+        "asset_kinds": set(filters.asset_kinds) if filters.asset_kinds else None,
+        "direct_only": filters.direct_only,
+    }
+
+
+def _node_view(urn: str, record: NodeRecord | None, index: GraphIndex, distance: int | None) -> NodeView:
+    position = index.positions[urn]
+    if record is None:
+        return NodeView(urn, index.node_type(position), index.kind(position), distance)
+    return NodeView(
+        id=urn,
+        kind=record.node_type,
+        type=record.kind,
+        distance=distance,
+        owner=record.owner,
+        layer=record.layer,
+        labels=record.labels,
+        data_type=record.data_type,
+    )
+
+
+def _edge_view(ref: EdgeRef) -> EdgeView:
+    return EdgeView(
+        source=ref.source,
+        target=ref.target,
+        process=ref.process,
+        signal=str(ref.signal),
+        confidence=str(ref.confidence),
+        transformation=str(ref.transformation) if ref.transformation else None,
+        valid_from=ref.valid_from,
+        valid_to=ref.valid_to,
+    )
+
+
+def _record_view(record: EdgeRecord) -> EdgeView:
+    return EdgeView(
+        source=record.source,
+        target=record.target,
+        process=record.process,
+        signal=record.signal,
+        confidence=record.confidence,
+        transformation=record.transformation,
+        valid_from=record.valid_from,
+        valid_to=record.valid_to,
+    )
+
+
+def _edge_order(edge: EdgeView) -> tuple[str, str, str, str]:
+    return (edge.source, edge.target, edge.transformation or "", edge.signal)

@@ -1,0 +1,210 @@
+"""The command line end to end on the dating-app example: real SQLite, real query log.
+
+Expected nodes and edges below were worked out by reading examples/dating/query_log.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracelake.cli import app
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dating"
+T = "hive.table/"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "lineage.db")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ingest_example(db: str) -> str:
+    code, out, err = run(
+        "ingest",
+        "sql",
+        str(EXAMPLE / "query_log.jsonl"),
+        "--schema",
+        str(EXAMPLE / "schema.yaml"),
+        "--db",
+        db,
+    )
+    assert code == 0, err
+    return out
+
+
+def lineage_json(db: str, *args: str) -> dict:
+    code, out, err = run("lineage", *args, "--format", "json", "--db", db)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_ingest_reports_statements_and_the_one_broken_entry(db: str) -> None:
+    code, out, err = run(
+        "ingest",
+        "sql",
+        str(EXAMPLE / "query_log.jsonl"),
+        "--schema",
+        str(EXAMPLE / "schema.yaml"),
+        "--db",
+        db,
+    )
+
+    assert code == 0
+    # 13 statements a day for three days, plus one analyst query with a typo
+    assert "40 statements: 39 parsed, 1 failed" in out
+    assert "entry 27" in err and "Traceback" not in err
+    code, out, _ = run("problems", "--db", db)
+    assert "entry 27" in out
+
+
+def test_ingesting_the_same_log_twice_adds_nothing(db: str) -> None:
+    ingest_example(db)
+    again = ingest_example(db)
+
+    assert "(0 new, 0 closed, 0 process versions new" in again
+
+
+def test_upstream_values_of_target_religion(db: str) -> None:
+    ingest_example(db)
+
+    graph = lineage_json(db, "dating.safety_training_tbl#target_religion", "--up", "--direct-only")
+
+    assert {n["id"]: n["distance"] for n in graph["nodes"]} == {
+        f"{T}dating.safety_training_tbl#target_religion": 0,
+        f"{T}dating.safety_log_tbl#religion": 1,  # through the temp view recent_reports
+        f"{T}dating.user_profile#religion": 2,
+        f"{T}dating.user_profile_raw#religion": 3,  # COALESCE(u.new_value, p.religion)
+        f"{T}dating.profile_update_log#new_value": 3,
+        f"{T}raw.web_profile_events#event.value": 4,  # struct field access
+    }
+    edges = {
+        (e["source"].split("/")[1], e["target"].split("/")[1], e["transformation"]) for e in graph["edges"]
+    }
+    assert edges == {
+        ("dating.safety_log_tbl#religion", "dating.safety_training_tbl#target_religion", "IDENTITY"),
+        ("dating.user_profile#religion", "dating.safety_log_tbl#religion", "IDENTITY"),
+        ("dating.user_profile_raw#religion", "dating.user_profile#religion", "TRANSFORMATION"),
+        ("dating.profile_update_log#new_value", "dating.user_profile#religion", "TRANSFORMATION"),
+        ("raw.web_profile_events#event.value", "dating.profile_update_log#new_value", "IDENTITY"),
+    }
+    assert all(e["signal"] == "sql_static" for e in graph["edges"])
+    assert not any("recent_reports" in n["id"] for n in graph["nodes"])
+
+
+def test_downstream_of_target_religion_reaches_the_view_through_select_star(db: str) -> None:
+    ingest_example(db)
+
+    graph = lineage_json(db, "safety_training_tbl#target_religion", "--down")
+
+    assert {n["id"] for n in graph["nodes"]} == {
+        f"{T}dating.safety_training_tbl#target_religion",
+        f"{T}dating.safety_training_latest#target_religion",
+    }
+
+
+def test_as_of_shows_the_graph_before_the_training_job_changed(db: str) -> None:
+    ingest_example(db)
+
+    before = lineage_json(db, "dating.safety_training_tbl", "--up", "--depth", "1", "--as-of", "2024-03-10")
+    now = lineage_json(db, "dating.safety_training_tbl", "--up", "--depth", "1")
+
+    assert {n["id"] for n in before["nodes"]} == {
+        f"{T}dating.safety_training_tbl",
+        f"{T}dating.safety_log_tbl",
+    }
+    # on 2024-03-12 the job started joining user_profile to keep verified reporters only
+    assert {n["id"] for n in now["nodes"]} == {
+        f"{T}dating.safety_training_tbl",
+        f"{T}dating.safety_log_tbl",
+        f"{T}dating.user_profile",
+    }
+
+
+def test_diff_shows_what_the_changed_job_added(db: str) -> None:
+    ingest_example(db)
+
+    code, out, err = run("diff", "--from", "2024-03-11", "--to", "2024-03-12", "--format", "json", "--db", db)
+
+    assert code == 0, err
+    changes = json.loads(out)
+    assert changes["removed"] == []
+    table_edges = {(e["source"], e["target"]) for e in changes["added"] if e["transformation"] is None}
+    assert table_edges == {(f"{T}dating.user_profile", f"{T}dating.safety_training_tbl")}
+    assert {e["transformation"] for e in changes["added"] if e["transformation"]} == {"JOIN"}
+
+
+def test_impact_lists_every_downstream_asset_with_its_distance(db: str) -> None:
+    ingest_example(db)
+
+    code, out, err = run("impact", "dating.user_profile", "--format", "json", "--db", db)
+
+    assert code == 0, err
+    impacted = {i["id"].split("/")[1]: i["distance"] for i in json.loads(out)["impacted"]}
+    assert impacted == {
+        "dating.safety_log_tbl": 1,
+        "dating.safety_training_tbl": 1,
+        "dating.daily_match_stats": 1,
+        "dating.dating_training_tbl": 1,
+        "ads.user_segments": 1,
+        "dating.user_blocklist": 2,
+        "dating.safety_training_latest": 2,
+    }
+
+
+@pytest.mark.parametrize("fmt", ["dot", "mermaid", "table"])
+def test_other_formats_render(db: str, fmt: str) -> None:
+    ingest_example(db)
+
+    code, out, err = run("lineage", "dating.safety_log_tbl#religion", "--down", "--format", fmt, "--db", db)
+
+    assert code == 0, err
+    assert "target_religion" in out
+    if fmt == "dot":
+        assert out.startswith("digraph lineage {")
+    if fmt == "mermaid":
+        assert out.startswith("flowchart LR")
+
+
+def test_show_lists_fields_and_edges(db: str) -> None:
+    ingest_example(db)
+
+    code, out, err = run("show", "dating.safety_log_tbl", "--format", "json", "--db", db)
+
+    assert code == 0, err
+    node = json.loads(out)
+    assert node["id"] == f"{T}dating.safety_log_tbl" and node["kind"] == "asset"
+    assert {f["id"].partition("#")[2] for f in node["fields"]} >= {"user_id", "religion", "report_reason"}
+    assert {e["source"] for e in node["inputs"]} == {f"{T}dating.abuse_reports", f"{T}dating.user_profile"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lineage", "dating.no_such_table"], "unknown node"),
+        (["lineage", "dating.safety_log_tbl", "--as-of", "last tuesday"], "not an ISO date"),
+        (["lineage", "dating.safety_log_tbl", "--up", "--down"], "not both"),
+        (["ingest", "sql", "/no/such/file.sql"], "no such file"),
+        (["ingest", "sql", str(EXAMPLE / "query_log.jsonl"), "--dialect", "klingon"], "klingon"),
+        (
+            ["ingest", "sql", str(EXAMPLE / "query_log.jsonl"), "--schema", str(EXAMPLE / "query_log.jsonl")],
+            "schema",
+        ),
+    ],
+)
+def test_user_mistakes_get_one_clear_line_and_exit_code_2(db: str, args: list[str], message: str) -> None:
+    ingest_example(db)
+
+    code, out, err = run(*args, "--db", db)
+
+    assert code == 2
+    assert message in err.lower() or message in err
+    assert "Traceback" not in err + out
