@@ -26,7 +26,7 @@ from tracelake import render
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import Confidence, Signal
+from tracelake.model import DEFAULT_SYSTEM, Confidence, Signal
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.store import LineageStore
 from tracelake.views import EdgeView, GraphView
@@ -224,7 +224,11 @@ def impact(
         table.add_column(column)
     for item in impacted:
         table.add_row(
-            item.asset, str(item.distance), item.owner or "", item.layer or "", ", ".join(item.via_fields[:4])
+            short(item.asset),
+            str(item.distance),
+            item.owner or "",
+            item.layer or "",
+            ", ".join(item.via_fields[:4]),
         )
     out.print(table)
     out.print(f"{len(impacted)} downstream assets", highlight=False)
@@ -361,18 +365,22 @@ def problems(
 # ---------------------------------------------------------------------- output
 
 
+def short(urn: str) -> str:
+    """Hive tables, the common case, without their `hive.table/` prefix; other URNs in full."""
+    return urn.removeprefix(f"{DEFAULT_SYSTEM}.table/")
+
+
 def edge_table(edges: list[EdgeView], *, title: str) -> Table:
     table = Table(title=title)
-    for column in ("source", "target", "transformation", "signal", "confidence", "process"):
+    for column in ("source", "target", "transformation", "confidence", "signal"):
         table.add_column(column, overflow="fold")
     for edge in edges:
         table.add_row(
-            edge.source,
-            edge.target,
+            short(edge.source),
+            short(edge.target),
             edge.transformation or "(table)",
-            edge.signal,
             edge.confidence,
-            edge.process,
+            edge.signal,
         )
     return table
 
@@ -389,9 +397,8 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
         for column in ("distance", "node", "kind", "owner"):
             nodes.add_column(column, overflow="fold")
         for node in view.nodes:
-            nodes.add_row(
-                str(node.distance), node.id, node.type if node.kind != "field" else "field", node.owner or ""
-            )
+            kind = "field" if node.kind == "field" else node.type
+            nodes.add_row(str(node.distance), short(node.id), kind, node.owner or "")
         out.print(nodes)
         out.print(edge_table(view.edges, title="edges"))
         out.print(f"{len(view.nodes)} nodes, {len(view.edges)} edges", highlight=False)
