@@ -363,3 +363,49 @@ def test_lambda_parameters_are_not_columns() -> None:
         ("d.s#prices", "d.out#adjusted", "TRANSFORMATION"),
         ("d.s#rate", "d.out#adjusted", "TRANSFORMATION"),
     }
+
+
+def test_group_by_and_order_by_positions() -> None:
+    c = lineage("INSERT INTO d.out SELECT country, sum(amount) AS total FROM d.s GROUP BY 1 ORDER BY 2 DESC")
+    targets = ["d.out#country", "d.out#total"]
+    assert column_edges(c) == (
+        {
+            ("d.s#country", "d.out#country", "IDENTITY"),
+            ("d.s#amount", "d.out#total", "AGGREGATION"),
+        }
+        | to_all(["d.s#country"], targets, "GROUP_BY")
+        | to_all(["d.s#amount"], targets, "SORT")
+    )
+
+
+def test_join_using_column_comes_from_both_sides() -> None:
+    c = lineage("INSERT INTO d.out SELECT id, x FROM d.a JOIN d.b USING (id)")
+    assert confidences(c) == {
+        ("d.a#id", "d.out#id", "IDENTITY"): Confidence.HIGH,
+        ("d.b#id", "d.out#id", "IDENTITY"): Confidence.HIGH,
+        # x could be either side's: a guess, spread over both
+        ("d.a#x", "d.out#x", "IDENTITY"): Confidence.LOW,
+        ("d.b#x", "d.out#x", "IDENTITY"): Confidence.LOW,
+        ("d.a#id", "d.out#id", "JOIN"): Confidence.HIGH,
+        ("d.b#id", "d.out#id", "JOIN"): Confidence.HIGH,
+        ("d.a#id", "d.out#x", "JOIN"): Confidence.HIGH,
+        ("d.b#id", "d.out#x", "JOIN"): Confidence.HIGH,
+    }
+
+
+def test_star_except_and_replace() -> None:
+    schema = SchemaCatalog({"d.s": ["a", "b", "c"]})
+    c = lineage(
+        "INSERT INTO d.out SELECT * EXCEPT (b) REPLACE (upper(c) AS c) FROM d.s",
+        schema=schema,
+        dialect="bigquery",
+    )
+    assert column_edges(c) == {
+        ("d.s#a", "d.out#a", "IDENTITY"),
+        ("d.s#c", "d.out#c", "TRANSFORMATION"),
+    }
+
+
+def test_names_match_whatever_their_case() -> None:
+    c = lineage("WITH Base AS (SELECT ID FROM d.S) INSERT INTO d.Out SELECT base.Id FROM BASE")
+    assert column_edges(c) == {("d.s#id", "d.out#id", "IDENTITY")}

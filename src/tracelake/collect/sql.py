@@ -128,7 +128,7 @@ class _RunBuilder:
             return None
         self.state.dialect = dialect
         try:
-            self.state.apply(item.expression, tokens=item.tokens, templated="${" in item.text)
+            self.state.apply(item.expression, templated="${" in item.text)
         except RecursionError:
             return "the statement is nested too deeply to analyse"
         except Exception as error:

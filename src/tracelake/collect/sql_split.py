@@ -40,7 +40,6 @@ class ParsedStatement:
     text: str
     expression: exp.Expr | None = None
     shape: str = ""
-    tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,7 @@ def _parse_chunk(
     except SqlglotError as error:
         return StatementError(index, line, _clean_reason(error) or type(error).__name__, excerpt(text))
     expression = next((e for e in expressions if e is not None), None)
-    return ParsedStatement(index, line, text, expression, _shape(tokens), len(tokens))
+    return ParsedStatement(index, line, text, expression, _shape(tokens))
 
 
 def _shape(tokens: list[Token]) -> str:

@@ -11,14 +11,12 @@ it when something real reads it.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
-from sqlglot.optimizer.qualify import qualify
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.scope import build_scope
-from sqlglot.schema import MappingSchema
 
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql_lineage import QueryAnalyzer
@@ -34,20 +32,9 @@ from tracelake.collect.sql_targets import (
 )
 from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_urn, table_urn
 
-# Temp objects are tagged in the parse tree with a catalog no real table can have, so the
-# per-statement sqlglot schema can describe them next to real tables.
-_TEMP_CATALOG = "__tracelake_temp__"
-_FILE_META = "tracelake_file_urn"
-_SESSION_DB = "session"
 _GLOBAL_TEMP_DB = "global_temp"
-_DEFAULT_CATALOG = "spark_catalog"
-_UNKNOWN_TYPE = "UNKNOWN"
-
-_LOWERCASE_STRATEGIES = (NormalizationStrategy.LOWERCASE, NormalizationStrategy.CASE_INSENSITIVE)
-
-_QUALIFY_TOKEN_LIMIT = 2_000
-_HUGE_TOKEN_LIMIT = 20_000
-_QUALIFY_DEPTH_LIMIT = 150
+# Where `_resolve_tables` leaves, on each table node, what the name stands for.
+_SOURCE = "tracelake_source"
 
 EdgeKey = tuple[str, str, Transformation | None]
 
@@ -70,7 +57,6 @@ class RunState:
     default_catalog: str | None = None
     temp: dict[str, Relation] = field(default_factory=dict)
     learnt: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    _qualify: bool = field(default=True, init=False)
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
@@ -78,18 +64,13 @@ class RunState:
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def apply(self, statement: exp.Expr, *, tokens: int = 0, templated: bool = False) -> None:
+    def apply(self, statement: exp.Expr, *, templated: bool = False) -> None:
         """Replay one parsed statement; statements that move no data change nothing.
 
-        `tokens` (the statement's size) lets huge statements skip sqlglot's qualify, whose
-        cost grows with nesting depth times columns (seconds for a 5,000-term sum).
         `templated` says the text holds `${var}` placeholders, which may name tables.
         """
         if templated:
             _name_placeholders(statement)
-        self._qualify = tokens < _QUALIFY_TOKEN_LIMIT or (
-            tokens < _HUGE_TOKEN_LIMIT and _depth(statement, _QUALIFY_DEPTH_LIMIT) < _QUALIFY_DEPTH_LIMIT
-        )
         if isinstance(statement, exp.Use):
             self._use(statement)
         elif isinstance(statement, exp.Insert):
@@ -316,50 +297,31 @@ class RunState:
         return self.schema.column_type(urn, path) if self.schema is not None else None
 
     def _table_relation(self, node: exp.Table) -> Relation:
-        """The relation a FROM/JOIN table stands for, once `_prepare` has tagged it."""
-        if not isinstance(node.this, exp.Identifier):
+        """The relation a FROM/JOIN table stands for, as `_resolve_tables` decided."""
+        target = node.meta.get(_SOURCE)
+        if not isinstance(target, _Target):
             return Relation(complete=False)  # a table-valued function
-        path_urn = node.meta.get(_FILE_META) or file_urn(node)
-        if path_urn is not None:
-            return Relation.table(path_urn, None)
-        if node.text("catalog") == _TEMP_CATALOG:
-            key = node.name if node.text("db") == _SESSION_DB else f"{_GLOBAL_TEMP_DB}.{node.name}"
-            return self.temp.get(key.lower()) or Relation(complete=False)
-        catalog = node.text("catalog").lower()
-        urn = table_urn(node.name, node.text("db"), None if catalog == _DEFAULT_CATALOG else catalog)
-        return Relation.table(urn, self._known_columns(_Target(urn=urn)))
+        if target.temp_key is not None:
+            return self.temp.get(target.temp_key) or Relation(complete=False)
+        assert target.urn is not None
+        return Relation.table(target.urn, self._known_columns(target))
 
     # -- analysis -------------------------------------------------------------------------
 
     def _analyze(self, holder: exp.Expr) -> Relation | None:
         """The relation of the query in `holder` (a statement, or a query of its own)."""
-        tables = self._prepare(holder)
-        # names are already lower-cased; only dialects that fold identifiers another way
-        # need sqlglot to normalise the mapping (which costs more than the rest of qualify)
-        normalize = self.dialect.NORMALIZATION_STRATEGY not in _LOWERCASE_STRATEGIES
-        # qualify only sharpens the picture (star expansion, alias references); when it gives
-        # up, the resolver works on the tree as it is and guesses, with a lower confidence,
-        # where it must
-        if self._qualify:
-            with contextlib.suppress(Exception):
-                qualify(
-                    holder,
-                    dialect=self.dialect,
-                    schema=MappingSchema(tables, dialect=self.dialect, normalize=normalize),
-                    validate_qualify_columns=False,
-                    allow_partial_qualification=True,
-                    quote_identifiers=False,
-                    identify=False,
-                )
+        self._resolve_tables(holder)
+        # scopes match aliases and CTE names as written: fold them as the dialect does
+        normalize_identifiers(holder, dialect=self.dialect)
         root = build_scope(holder)
         if root is None:
             return None
         return QueryAnalyzer(self._table_relation).analyze(root)
 
-    def _prepare(self, holder: exp.Expr) -> dict[str, object]:
-        """Name every table fully (temp objects under their own catalog) and describe them for qualify."""
+    def _resolve_tables(self, holder: exp.Expr) -> None:
+        """Decide what each table name stands for (a temp object, files, a real table) while
+        the names are still as written: a path keeps its case, a temp view shadows a table."""
         ctes = {cte.alias_or_name.lower() for cte in holder.find_all(exp.CTE)}
-        schema: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
         for node in holder.find_all(exp.Table):
             if not isinstance(node.this, exp.Identifier):
                 continue
@@ -368,31 +330,13 @@ class RunState:
                 continue
             path_urn = file_urn(node)
             if path_urn is not None:
-                # a path is case-sensitive, and qualify would fold its case: keep it aside
-                node.meta[_FILE_META] = path_urn
-                continue
-            if not db and name in self.temp:
-                catalog, db, columns = _TEMP_CATALOG, _SESSION_DB, self._temp_columns(name)
+                node.meta[_SOURCE] = _Target(urn=path_urn)
+            elif not db and name in self.temp:
+                node.meta[_SOURCE] = _Target(temp_key=name)
             elif db == _GLOBAL_TEMP_DB and f"{db}.{name}" in self.temp:
-                catalog, columns = _TEMP_CATALOG, self._temp_columns(f"{db}.{name}")
+                node.meta[_SOURCE] = _Target(temp_key=f"{db}.{name}")
             else:
-                urn = self._urn(name, db, catalog)
-                db, catalog = db or self.default_db, catalog or self.default_catalog or ""
-                if catalog in DEFAULT_CATALOGS or not catalog:
-                    catalog = _DEFAULT_CATALOG
-                columns = self._known_columns(_Target(urn=urn))
-            node.set("catalog", exp.to_identifier(catalog))
-            node.set("db", exp.to_identifier(db))
-            node.set("this", exp.to_identifier(name))
-            if columns:
-                schema.setdefault(catalog, {}).setdefault(db, {})[name] = dict.fromkeys(
-                    columns, _UNKNOWN_TYPE
-                )
-        return schema
-
-    def _temp_columns(self, key: str) -> list[str] | None:
-        relation = self.temp[key]
-        return relation.names() if relation.complete else None
+                node.meta[_SOURCE] = _Target(urn=self._urn(name, db, catalog))
 
     # -- output ---------------------------------------------------------------------------
 
@@ -476,21 +420,6 @@ class RunState:
 
 
 # -- pure helpers -------------------------------------------------------------------------
-
-
-def _depth(expression: exp.Expr, limit: int) -> int:
-    """How deep the tree nests (up to `limit`), without recursing: depth is what it measures."""
-    deepest = 0
-    stack = [(expression, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest >= limit:
-                break
-        for child in node.iter_expressions():
-            stack.append((child, depth + 1))
-    return deepest
 
 
 def _name_placeholders(statement: exp.Expr) -> None:
