@@ -409,3 +409,16 @@ def test_star_except_and_replace() -> None:
 def test_names_match_whatever_their_case() -> None:
     c = lineage("WITH Base AS (SELECT ID FROM d.S) INSERT INTO d.Out SELECT base.Id FROM BASE")
     assert column_edges(c) == {("d.s#id", "d.out#id", "IDENTITY")}
+
+
+def test_named_window_and_aggregate_filter() -> None:
+    c = lineage(
+        "INSERT INTO d.out SELECT sum(x) OVER w AS running, count(*) FILTER (WHERE y > 0) AS positives "
+        "FROM d.t WINDOW w AS (PARTITION BY k ORDER BY ts)"
+    )
+    assert column_edges(c) == {
+        ("d.t#x", "d.out#running", "AGGREGATION"),
+        ("d.t#k", "d.out#running", "WINDOW"),
+        ("d.t#ts", "d.out#running", "WINDOW"),
+        ("d.t#y", "d.out#positives", "CONDITIONAL"),
+    }

@@ -56,6 +56,7 @@ class _Context:
     aliases: dict[str, Deps] = field(default_factory=dict)
     lambdas: frozenset[str] = frozenset()
     using: frozenset[str] = frozenset()
+    windows: dict[str, exp.Window] = field(default_factory=dict)
 
 
 # Clauses where an output alias may be named: ORDER BY prefers it over a source column.
@@ -124,7 +125,8 @@ class QueryAnalyzer:
         out = Relation()
         joins = select.args.get("joins") or ()
         using = frozenset(i.name.lower() for join in joins for i in join.args.get("using") or ())
-        context = _Context(sources, parent, out.tables, using=using)
+        windows = {w.name.lower(): w for w in select.args.get("windows") or ()}
+        context = _Context(sources, parent, out.tables, using=using, windows=windows)
         self._contexts[id(scope)] = context
         for relation in {id(r): r for r in sources.values()}.values():
             out.tables |= relation.tables
@@ -310,6 +312,10 @@ class QueryAnalyzer:
                 continue
             if isinstance(node, exp.Window):
                 window_mode = _influence(mode, T.WINDOW)
+                named = context.windows.get(node.alias.lower()) if node.alias else None
+                if named is not None:  # `OVER w … WINDOW w AS (PARTITION BY …)`
+                    stack.extend((key, window_mode, context) for key in named.args.get("partition_by") or ())
+                    stack.append((named.args.get("order"), window_mode, context))
                 function = node.this
                 while isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
                     function = function.this
@@ -333,6 +339,11 @@ class QueryAnalyzer:
                     stack.append((node.args.get("true"), value_mode, context))
                     stack.append((node.args.get("false"), value_mode, context))
                 continue
+            if isinstance(node, exp.Filter):
+                # `count(*) FILTER (WHERE …)`: the condition picks the rows aggregated
+                stack.append((node.this, mode, context))
+                stack.append((node.expression, _influence(mode, T.CONDITIONAL), context))
+                continue
             if isinstance(node, exp.Lambda):
                 names = frozenset(e.name.lower() for e in node.expressions)
                 inner = _Context(
@@ -342,6 +353,7 @@ class QueryAnalyzer:
                     context.aliases,
                     context.lambdas | names,
                     context.using,
+                    context.windows,
                 )
                 stack.append((node.this, _descend(mode), inner))
                 continue
