@@ -238,36 +238,34 @@ class RunState:
 
     def _drop(self, drop: exp.Drop) -> None:
         for node in drop.args.get("tables") or ():
-            if not isinstance(node, exp.Table):
-                continue
-            key = _temp_key(node)
-            if key in self.temp:
-                del self.temp[key]
-            elif not node.text("db") and node.name.lower() in self.temp:
-                del self.temp[node.name.lower()]
-            else:
-                target = self._target(node)
-                if target is not None and target.urn is not None:
-                    self.learnt.pop(target.urn, None)
+            target = self._name(node)
+            if target is not None and target.temp_key is not None:
+                del self.temp[target.temp_key]
+            elif target is not None and target.urn is not None:
+                self.learnt.pop(target.urn, None)
 
     # -- resolution -----------------------------------------------------------------------
 
     def _target(self, node: exp.Expr, *, temporary: bool = False, is_global: bool = False) -> _Target | None:
+        """What a statement writes: a temp object it creates, or whatever the name stands for."""
+        if temporary and isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            name = node.name.lower()
+            return _Target(temp_key=f"{_GLOBAL_TEMP_DB}.{name}" if is_global else _temp_key(node))
+        return self._name(node)
+
+    def _name(self, node: exp.Expr) -> _Target | None:
+        """What a table name stands for: files, a temp object (which shadows a table of the
+        same name when unqualified), or a real table."""
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-            return None
-        name, db = node.name.lower(), node.text("db").lower()
-        if temporary:
-            return _Target(
-                temp_key=f"{_GLOBAL_TEMP_DB}.{name}" if is_global or db == _GLOBAL_TEMP_DB else name
-            )
+            return None  # a table-valued function
         path_urn = file_urn(node)
         if path_urn is not None:
             return _Target(urn=path_urn)
-        if not db and name in self.temp:
-            return _Target(temp_key=name)  # e.g. INSERT INTO a Hive temporary table
-        if db == _GLOBAL_TEMP_DB and f"{_GLOBAL_TEMP_DB}.{name}" in self.temp:
-            return _Target(temp_key=f"{_GLOBAL_TEMP_DB}.{name}")
-        return _Target(urn=self._urn(name, db, node.text("catalog").lower()))
+        db = node.text("db").lower()
+        key = _temp_key(node)
+        if (not db or db == _GLOBAL_TEMP_DB) and key in self.temp:
+            return _Target(temp_key=key)
+        return _Target(urn=self._urn(node.name.lower(), db, node.text("catalog").lower()))
 
     def _urn(self, name: str, db: str, catalog: str) -> str:
         # `USE catalog.db` sets both: a name without a catalog lives in the current one
@@ -323,20 +321,11 @@ class RunState:
         the names are still as written: a path keeps its case, a temp view shadows a table."""
         ctes = {cte.alias_or_name.lower() for cte in holder.find_all(exp.CTE)}
         for node in holder.find_all(exp.Table):
-            if not isinstance(node.this, exp.Identifier):
+            if not node.args.get("db") and not node.args.get("catalog") and node.name.lower() in ctes:
                 continue
-            name, db, catalog = node.name.lower(), node.text("db").lower(), node.text("catalog").lower()
-            if not db and not catalog and name in ctes:
-                continue
-            path_urn = file_urn(node)
-            if path_urn is not None:
-                node.meta[_SOURCE] = _Target(urn=path_urn)
-            elif not db and name in self.temp:
-                node.meta[_SOURCE] = _Target(temp_key=name)
-            elif db == _GLOBAL_TEMP_DB and f"{db}.{name}" in self.temp:
-                node.meta[_SOURCE] = _Target(temp_key=f"{db}.{name}")
-            else:
-                node.meta[_SOURCE] = _Target(urn=self._urn(name, db, catalog))
+            target = self._name(node)
+            if target is not None:
+                node.meta[_SOURCE] = target
 
     # -- output ---------------------------------------------------------------------------
 
@@ -433,5 +422,6 @@ def _name_placeholders(statement: exp.Expr) -> None:
 
 
 def _temp_key(node: exp.Table) -> str:
+    """Temp views live outside databases, except Spark's global ones under `global_temp`."""
     db = node.text("db").lower()
     return f"{db}.{node.name.lower()}" if db == _GLOBAL_TEMP_DB else node.name.lower()
