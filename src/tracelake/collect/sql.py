@@ -160,7 +160,7 @@ class _RunBuilder:
                     fields.setdefault(node)
         return LineageBatch(
             assets=[Asset(urn, metadata=dict(state.assets.get(urn, {}))) for urn in assets],
-            fields=[Field(urn, data_type=_field_type(state, urn)) for urn in fields],
+            fields=[Field(urn, data_type=state.field_type(urn)) for urn in fields],
             processes=[
                 Process(
                     process_urn,
@@ -179,16 +179,6 @@ class _RunBuilder:
             edges=edges,
             observed_at=started,
         )
-
-
-def _field_type(state: RunState, urn: str) -> str | None:
-    if urn in state.field_types and state.field_types[urn] is not None:
-        return state.field_types[urn]
-    asset, _, path = urn.partition("#")
-    learnt = state.learnt.get(asset)
-    if learnt is not None and learnt.get(path) is not None:
-        return learnt[path]
-    return state.schema.column_type(asset, path) if state.schema is not None else None
 
 
 def _new_run(

@@ -288,9 +288,17 @@ class RunState:
         names = self._known_columns(source) or []
         return [(name, self._column_type(source.urn, name) if source.urn else None) for name in names]
 
+    def field_type(self, urn: str) -> str | None:
+        """A field's type: declared by a CREATE TABLE of the run, else from the schema catalog."""
+        declared = self.field_types.get(urn)
+        if declared is not None:
+            return declared
+        asset, _, path = urn.partition("#")
+        return self._column_type(asset, path)
+
     def _column_type(self, urn: str, path: str) -> str | None:
         learnt = self.learnt.get(urn)
-        if learnt is not None and path in learnt:
+        if learnt is not None and learnt.get(path) is not None:
             return learnt[path]
         return self.schema.column_type(urn, path) if self.schema is not None else None
 
