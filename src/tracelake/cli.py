@@ -140,7 +140,7 @@ def ingest_sql(
             progress=lambda n: progress.update(task, completed=n),
         )
     for problem in summary.problems:
-        err.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]problem:[/yellow] {problem}", highlight=False, soft_wrap=True)
         if problem.excerpt:
             err.print(f"    {problem.excerpt}", highlight=False, markup=False)
     report = summary.report

@@ -208,7 +208,7 @@ class Tracelake:
         node = self.store.node(urn)
         if node is None:  # the index knew it but the store no longer does: a race with a reset
             raise UnknownNodeError(name)
-        edges = [_record_view(e) for e in self.store.edges(touching=urn)]
+        edges = [_edge_view(e) for e in self.store.edges(touching=urn)]
         return NodeDetails(
             node=node,
             fields=self.store.fields_of(urn) if node.node_type == "asset" else [],
@@ -221,8 +221,8 @@ class Tracelake:
         return DiffView(
             since=since,
             until=until,
-            added=sorted((_record_view(e) for e in changes.added), key=_edge_order),
-            removed=sorted((_record_view(e) for e in changes.removed), key=_edge_order),
+            added=sorted((_edge_view(e) for e in changes.added), key=_edge_order),
+            removed=sorted((_edge_view(e) for e in changes.removed), key=_edge_order),
         )
 
     def problems(self, limit: int = 100) -> list[Problem]:
@@ -256,29 +256,17 @@ def _node_view(urn: str, record: NodeRecord | None, index: GraphIndex, distance:
     )
 
 
-def _edge_view(ref: EdgeRef) -> EdgeView:
+def _edge_view(edge: EdgeRef | EdgeRecord) -> EdgeView:
+    """The index's and the store's edge records name the same attributes; either renders."""
     return EdgeView(
-        source=ref.source,
-        target=ref.target,
-        process=ref.process,
-        signal=str(ref.signal),
-        confidence=str(ref.confidence),
-        transformation=str(ref.transformation) if ref.transformation else None,
-        valid_from=ref.valid_from,
-        valid_to=ref.valid_to,
-    )
-
-
-def _record_view(record: EdgeRecord) -> EdgeView:
-    return EdgeView(
-        source=record.source,
-        target=record.target,
-        process=record.process,
-        signal=record.signal,
-        confidence=record.confidence,
-        transformation=record.transformation,
-        valid_from=record.valid_from,
-        valid_to=record.valid_to,
+        source=edge.source,
+        target=edge.target,
+        process=edge.process,
+        signal=str(edge.signal),
+        confidence=str(edge.confidence),
+        transformation=str(edge.transformation) if edge.transformation else None,
+        valid_from=edge.valid_from,
+        valid_to=edge.valid_to,
     )
 
 
