@@ -523,23 +523,24 @@ def impact(
     nearest = np.repeat(distances[first], np.diff(np.r_[first, len(assets)]))
     at_nearest = distances == nearest
 
+    # Shortest routes per asset: the route counts of its nodes at its nearest distance.
+    routes = np.add.reduceat(np.where(at_nearest, walk.sigma[nodes], 0.0), first) if len(first) else first
     urns = index.urns
-    routes: dict[int, float] = defaultdict(float)
     fields: dict[int, list[str]] = defaultdict(list)
-    for node, asset, is_nearest in zip(nodes.tolist(), assets.tolist(), at_nearest.tolist(), strict=True):
-        if is_nearest:
-            routes[asset] += float(walk.sigma[node])
-        if index.node_types[node] == FIELD:
-            fields[asset].append(urns[node])
+    is_field = index.node_types[nodes] == FIELD
+    for node, asset in zip(nodes[is_field].tolist(), assets[is_field].tolist(), strict=True):
+        fields[asset].append(urns[node])
     found = [
         ImpactedAsset(
             asset=urns[asset],
             kind=index.kind(asset),
-            distance=int(distance),
-            paths=int(routes[asset]),
-            via_fields=tuple(sorted(fields[asset])),
+            distance=distance,
+            paths=round(count),
+            via_fields=tuple(sorted(fields.get(asset, ()))),
         )
-        for asset, distance in zip(assets[first].tolist(), distances[first].tolist(), strict=True)
+        for asset, distance, count in zip(
+            assets[first].tolist(), distances[first].tolist(), routes.tolist(), strict=True
+        )
         if distance > 0
     ]
     return sorted(found, key=lambda a: (a.distance, a.asset))
