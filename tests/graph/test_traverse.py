@@ -435,6 +435,10 @@ def test_unknown_node_is_named(lake: GraphIndex) -> None:
     assert caught.value.urn == "hive.table/db.cc"
     assert "hive.table/db.cc" in str(caught.value)
     assert C in caught.value.suggestions
+    # nothing else ends in "user_idd": the suggestions come from the asset's other fields
+    with pytest.raises(UnknownNodeError) as caught:
+        lineage(lake, [fld(C, "user_idd")], "upstream")
+    assert caught.value.suggestions[0] == fld(C, "user_id")
     with pytest.raises(UnknownNodeError):
         impact(lake, ["kafka.topic/nope"])
     with pytest.raises(UnknownNodeError):

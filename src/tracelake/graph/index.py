@@ -240,6 +240,17 @@ class GraphIndex:
             return ()
         tail = needle.replace("#", ".").replace("/", ".").rsplit(".", 1)[-1]
         pool = [u for u in self.urns if tail and tail in u.lower()]
+        if len(pool) > 2_000:
+            # A common tail (`id`, `c5`) matches half the lake; difflib over that takes seconds.
+            ending = [u for u in pool if u.lower().endswith(tail)]
+            pool = sorted(ending or pool, key=len)[:2_000]
+        if not pool:
+            # Nothing shares the last name part: look among the siblings, i.e. the other fields
+            # of the same asset, or the other assets of the same database.
+            asset, hash_, _ = needle.partition("#")
+            prefix = asset if hash_ else asset.rsplit(".", 1)[0] + "."
+            pool = [u for u in self.urns if u.lower().startswith(prefix) and ("#" in u) == bool(hash_)]
+            pool = pool[:5_000]
         if not pool and len(self.urns) <= 50_000:
             pool = self.urns
         ranked = difflib.get_close_matches(text, pool, n=limit, cutoff=0.5)
