@@ -131,7 +131,7 @@ class GraphIndex:
     def from_snapshot(cls, snap: GraphSnapshot) -> GraphIndex:
         n = len(snap.node_ids)
         node_ids = np.asarray(snap.node_ids, dtype=np.int64)
-        # The snapshot orders nodes by id, so ids map to positions with a binary search.
+        # The snapshot orders nodes by id, which `_positions_of` relies on to map ids to positions.
         if n > 1 and not bool(np.all(node_ids[1:] > node_ids[:-1])):
             raise ValueError("snapshot nodes must be ordered by store id")
         positions = dict(zip(snap.node_urns, range(n), strict=True))
