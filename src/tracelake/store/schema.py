@@ -31,9 +31,10 @@ nodes = sa.Table(
     sa.Column("owner", sa.String(200)),
     sa.Column("layer", sa.String(50)),
     sa.Column("security_level", sa.Integer),
-    sa.Column("labels", sa.JSON, nullable=False, default=list),
+    # NULL means none: bulk inserts of bare nodes then skip JSON encoding altogether
+    sa.Column("labels", sa.JSON, nullable=True),
     sa.Column("description", sa.Text),
-    sa.Column("properties", sa.JSON, nullable=False, default=dict),
+    sa.Column("properties", sa.JSON, nullable=True),
     sa.Column("first_seen", sa.BigInteger, nullable=False),
     sa.Column("last_seen", sa.BigInteger, nullable=False),
 )
