@@ -252,7 +252,9 @@ def paths(
         print(json.dumps({"paths": [[e.to_json() for e in path] for path in found]}, indent=2))
         return
     for number, path in enumerate(found, 1):
-        hops = " → ".join([path[0].source, *(f"{e.target} [{e.transformation or 'table'}]" for e in path)])
+        hops = " → ".join(
+            [short(path[0].source), *(f"{short(e.target)} [{e.transformation or 'table'}]" for e in path)]
+        )
         out.print(f"{number}. {hops}", highlight=False)
     out.print(f"{len(found)} paths", highlight=False)
 
@@ -308,7 +310,7 @@ def show(
         out.print("fields: " + ", ".join(f.urn.partition("#")[2] for f in details.fields), highlight=False)
     for title, edges in (("inputs", details.inputs), ("outputs", details.outputs)):
         if edges:
-            out.print(edge_table(edges, title=title))
+            out.print(edge_table(edges, title=title, with_process=True))
 
 
 @app.command()

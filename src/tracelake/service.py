@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
 from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError
+from tracelake.graph.traverse import Direction
 from tracelake.model import (
     Confidence,
     LineageBatch,
@@ -30,8 +30,6 @@ from tracelake.model import (
 from tracelake.store import LineageStore
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
 from tracelake.views import EdgeView, GraphView, ImpactView, NodeView
-
-Direction = Literal["upstream", "downstream", "both"]
 
 
 @dataclass(slots=True)
