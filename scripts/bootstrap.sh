@@ -27,6 +27,20 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 
+# PySpark 4 runs on Java 17 or newer; say so before pip spends minutes on the wheel.
+java_major() {
+  java -version 2>&1 | sed -n 's/.*version "\([0-9]*\)[."].*/\1/p' | head -n 1
+}
+if ! command -v java >/dev/null 2>&1; then
+  echo "tracelake: needs Java 17+ for Spark and found no 'java' on PATH (Debian: apt-get install openjdk-17-jre-headless)." >&2
+  exit 1
+fi
+major=$(java_major)
+if [ -n "$major" ] && [ "$major" -lt 17 ]; then
+  echo "tracelake: needs Java 17+ for Spark; 'java' on PATH is version $major (set JAVA_HOME/PATH to a newer JDK)." >&2
+  exit 1
+fi
+
 stamp="$venv/.installed-${extras//,/-}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "tracelake: installing into $venv ${extras:+(extras: $extras)}"

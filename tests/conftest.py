@@ -6,12 +6,16 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
 
 from tests.postgres import PostgresUnavailable, throwaway_cluster
 from tracelake.store import LineageStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _database_numbers = itertools.count()
 
@@ -46,6 +50,34 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one Spark session of the test run (`local[2]`), created only if a test asks for it.
+
+    Its warehouse and scratch space live in a temporary folder, so tables written by tests
+    vanish with it; the UI is off and shuffles are small, so tests stay quick on 2 cores.
+    """
+    from pyspark.sql import SparkSession
+
+    base = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tracelake-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
+        .config("spark.local.dir", str(base / "scratch"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={base / 'derby'}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 @pytest.fixture
