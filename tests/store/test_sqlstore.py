@@ -295,3 +295,22 @@ def test_default_location_honours_tracelake_db(monkeypatch: pytest.MonkeyPatch, 
     assert default_url() == f"sqlite:///{tmp_path / 'x.db'}"
     monkeypatch.setenv("TRACELAKE_DB", "postgresql+psycopg://u@h/db")
     assert default_url() == "postgresql+psycopg://u@h/db"
+
+
+def test_a_re_observation_at_the_same_instant_replaces_that_version(store: LineageStore) -> None:
+    """A running job re-registers its growing edge set under its start time; no empty versions pile up."""
+    store.ingest(LineageBatch(processes=[Process(JOB, name="x")], edges=[edge(LOG, TRAIN)], observed_at=JAN))
+    store.ingest(
+        LineageBatch(processes=[Process(JOB, name="x")], edges=[edge(PROFILE, TRAIN)], observed_at=FEB)
+    )
+    grown = [edge(LOG, TRAIN), edge(LOG, PROFILE)]
+    report = store.ingest(LineageBatch(processes=[Process(JOB, name="x")], edges=grown, observed_at=JAN))
+
+    assert report.versions_replaced == 1 and report.edges_replaced == 1 and report.edges_added == 2
+    assert pairs(store.edges(as_of=datetime(2024, 1, 15, tzinfo=UTC))) == {(LOG, TRAIN), (LOG, PROFILE)}
+    # the February version is untouched, and the replaced one still ends where the old one did
+    assert pairs(store.edges()) == {(PROFILE, TRAIN)}
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM process_versions")).scalar() == 2
+    replaced = [e for e in store.edges(as_of=datetime(2024, 1, 15, tzinfo=UTC)) if e.target == PROFILE]
+    assert replaced[0].valid_to == FEB

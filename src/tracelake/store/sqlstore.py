@@ -109,6 +109,8 @@ class IngestReport:
     edges_closed: int = 0
     versions_added: int = 0
     versions_unchanged: int = 0
+    versions_replaced: int = 0
+    edges_replaced: int = 0
     runs: int = 0
     problems: int = 0
 
@@ -382,20 +384,39 @@ class LineageStore:
         observations.sort(key=lambda o: (o.at, o.order))
 
         versions = self._load_versions(conn, {o.process_id for o in observations})
+        replaced: list[_Version] = []
         for obs in observations:
-            self._plan_observation(versions[obs.process_id], obs.process_id, obs.at, obs.edges, report)
+            self._plan_observation(
+                versions[obs.process_id], replaced, obs.process_id, obs.at, obs.edges, report
+            )
+
+        if replaced:
+            params = [{"_pid": v.process_id, "_from": v.valid_from} for v in replaced]
+            conn.execute(s.process_versions.delete().where(_of_version(s.process_versions)), params)
+            result = conn.execute(s.edges.delete().where(_of_version(s.edges)), params)
+            report.edges_replaced += max(result.rowcount, 0)
 
         closes = [v for vs in versions.values() for v in vs if v.closed and not v.is_new]
         if closes:
             params = [{"_pid": v.process_id, "_from": v.valid_from, "_to": v.valid_to} for v in closes]
-            conn.execute(_update_version(s.process_versions).values(valid_to=sa.bindparam("_to")), params)
-            result = conn.execute(_update_version(s.edges).values(valid_to=sa.bindparam("_to")), params)
+            conn.execute(
+                s.process_versions.update()
+                .where(_of_version(s.process_versions))
+                .values(valid_to=sa.bindparam("_to")),
+                params,
+            )
+            result = conn.execute(
+                s.edges.update().where(_of_version(s.edges)).values(valid_to=sa.bindparam("_to")), params
+            )
             report.edges_closed += max(result.rowcount, 0)
         touched = [v for vs in versions.values() for v in vs if v.touched and not v.is_new]
         if touched:
             params = [{"_pid": v.process_id, "_from": v.valid_from} for v in touched]
-            conn.execute(_update_version(s.process_versions).values(last_seen=now_us), params)
-            conn.execute(_update_version(s.edges).values(last_seen=now_us), params)
+            conn.execute(
+                s.process_versions.update().where(_of_version(s.process_versions)).values(last_seen=now_us),
+                params,
+            )
+            conn.execute(s.edges.update().where(_of_version(s.edges)).values(last_seen=now_us), params)
         new = [v for vs in versions.values() for v in vs if v.is_new]
         if new:
             conn.execute(
@@ -446,7 +467,12 @@ class LineageStore:
 
     @staticmethod
     def _plan_observation(
-        versions: list[_Version], process_id: int, at: int, edges: list[FlowEdge], report: IngestReport
+        versions: list[_Version],
+        replaced: list[_Version],
+        process_id: int,
+        at: int,
+        edges: list[FlowEdge],
+        report: IngestReport,
     ) -> None:
         """Fold one observation "at time `at` the process moved data along `edges`" into its history."""
         content_hash = _content_hash(edges)
@@ -455,7 +481,15 @@ class LineageStore:
             covering.touched = True
             report.versions_unchanged += 1
             return
-        if covering is not None:
+        if covering is not None and covering.valid_from == at:
+            # A re-observation at the same instant supersedes what was said then (a running
+            # job re-registering its growing edge set): replace that version, don't close it.
+            versions.remove(covering)
+            if not covering.is_new:
+                replaced.append(covering)
+            end = covering.valid_to
+            report.versions_replaced += 1
+        elif covering is not None:
             end = covering.valid_to
             covering.valid_to = at
             covering.closed = True
@@ -756,11 +790,9 @@ def _driver_insert(
         conn.exec_driver_sql(sql, list(chunk))
 
 
-def _update_version(table: sa.Table) -> sa.Update:
-    """An executemany UPDATE of the rows of one process version (`_pid`, `_from`)."""
-    return table.update().where(
-        table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from")
-    )
+def _of_version(table: sa.Table) -> sa.ColumnElement[bool]:
+    """The rows of one process version, bound per executemany row as `_pid` and `_from`."""
+    return sa.and_(table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from"))
 
 
 def _valid_at(moment_us: int) -> sa.ColumnElement[bool]:
