@@ -22,7 +22,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -159,13 +159,17 @@ def _reads(run: Run, process: Process | None) -> list[str]:
     return found
 
 
+@dataclass
 class _DatasetView:
     """What the event says about one dataset: its fields (in first-seen order) with types."""
 
-    def __init__(self, urn: str) -> None:
-        self.urn = urn
-        self.namespace, self.name = dataset_name(urn)
-        self.fields: dict[str, str | None] = {}
+    urn: str
+    namespace: str = field(init=False)
+    name: str = field(init=False)
+    fields: dict[str, str | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.namespace, self.name = dataset_name(self.urn)
 
     def add_field(self, path: str, data_type: str | None) -> None:
         if data_type is not None or path not in self.fields:
@@ -249,8 +253,9 @@ def run_event(
     """The OpenLineage RunEvent of `run` at `event_type` (START, COMPLETE, FAIL…).
 
     Only the batch's edges through `run.process` count: a batch may hold several processes,
-    and another process's edges are not this run's lineage. Raises ValueError on an unknown
-    event type, an error class on anything but FAIL, or a malformed URN.
+    and another process's edges are not this run's lineage. The event is timed at the run's
+    start (START) or end (others), or now when the run has no such time. Raises ValueError on
+    an unknown event type, an error class on anything but FAIL, or a malformed URN.
     """
     state = RunState(event_type)
     if error_class is not None and state is not RunState.FAIL:
