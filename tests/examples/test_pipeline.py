@@ -1,0 +1,164 @@
+"""The PySpark dating-app example (`examples/dating/pipeline.py`) on the suite's Spark session.
+
+The pipeline runs once per module into a temporary lake, without tracking. Expected counts are
+worked out by hand from `Sizes()` (users=2000, reported_users=200, reports_per_user=3,
+match_events=12000), following the rules in its docstring:
+
+- profile.update events: religion for u % 4 == 0 (500), again for u % 12 == 0 (166), city
+  for u % 5 == 0 (400) → 1066 rows in dating.profile_update_log.
+- interests: 1 + u % 3 each; u % 3 is 0 for 666 users, 1 and 2 for 667 each
+  → 666·1 + 667·2 + 667·3 = 4001 rows in dating.user_interests.
+- abuse reports: 600, three per user 1..200 (r = u, u + 200, u + 400), severities
+  1 + k + u % 3 for k = 0, 1, 2. Users with u % 3 == 0 (66 of them) have 1, 2, 3: two reports
+  of severity ≥ 2, max 3, label 0. The other 134 have 2, 3, 4 or 3, 4, 5: three reports, label 1.
+  → 200 rows in safety_training_tbl, Σlabel = 134, Σreport_count = 66·2 + 134·3 = 534, and
+  134 users on the blocklist (max severity ≥ 4).
+- match events: 12000, mutual like when m % 3 == 0 → 4000 matches. For m = 3j, user_a − 1 =
+  (3j − 1) mod 2000 takes every value twice as j runs over 1..4000 (3 is invertible mod 2000),
+  so every user has 2 matches as user_a: 2000 feature rows, each (same + 1) / (2 + 2).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PIPELINE_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "dating" / "pipeline.py"
+
+
+def _load_pipeline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dating_pipeline", PIPELINE_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+pipeline = _load_pipeline()
+
+EXPECTED_ROWS = {
+    "profile_log": {"dating.profile_update_log": 1066, "dating.user_profile_raw": 2000},
+    "warehouse_safety": {
+        "dating.abuse_reports": 600,
+        "dating.user_profile": 2000,
+        "dating.user_interests": 4001,
+        "dating.safety_log_tbl": 600,
+        "dating.safety_training_tbl": 200,
+        "dating.user_blocklist": 134,
+    },
+    "features": {
+        "dating.match_events": 12000,
+        "dating.matches": 4000,
+        "dating.dating_training_tbl": 4000,
+        "dating.daily_match_stats.n_matches": 4000,
+        "<feature>": 2000,
+    },
+    "ads_segments": {"ads.user_segments": 2000},
+}
+
+EXPECTED_COLUMNS = {
+    "dating.profile_update_log": ["user_id", "field_name", "new_value", "event_ts", "ds"],
+    "dating.user_profile": [
+        "user_id",
+        "name",
+        "birth_date",
+        "gender",
+        "religion",
+        "city",
+        "country",
+        "signup_ts",
+        "ds",
+    ],
+    "dating.safety_log_tbl": [
+        "user_id",
+        "reporter_id",
+        "religion",
+        "report_reason",
+        "report_text",
+        "severity",
+        "event_ts",
+        "ds",
+    ],
+    "dating.safety_training_tbl": ["target_user_id", "target_religion", "label", "report_count", "ds"],
+    "dating.dating_training_tbl": [
+        "user_id",
+        "candidate_id",
+        "same_religion",
+        "age_bucket",
+        "dating_user_religion_score",
+        "label",
+        "ds",
+    ],
+    "dating.daily_match_stats": ["country", "religion", "n_matches", "ds"],
+    "ads.user_segments": ["user_id", "segment", "city", "ds"],
+}
+
+
+@pytest.fixture(scope="module")
+def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The raw data of `Sizes()` in a temporary lake, with the catalog's databases made."""
+    lake = pipeline.Lake.at(tmp_path_factory.mktemp("dating-lake"))
+    pipeline.generate_raw(spark, lake)
+    pipeline.prepare_catalog(spark, lake)
+    return lake
+
+
+@pytest.fixture(scope="module")
+def untracked_run(spark: SparkSession, lake: Any) -> dict[str, dict[str, int]]:
+    return pipeline.run_jobs(spark, lake)
+
+
+def test_jobs_report_the_hand_worked_row_counts(untracked_run: dict[str, dict[str, int]], lake: Any) -> None:
+    expected = {
+        job: {lake.feature_path if k == "<feature>" else k: v for k, v in counts.items()}
+        for job, counts in EXPECTED_ROWS.items()
+    }
+    assert untracked_run == expected
+
+
+def test_outputs_have_the_query_log_columns(
+    spark: SparkSession, untracked_run: dict[str, dict[str, int]], lake: Any
+) -> None:
+    for table, columns in EXPECTED_COLUMNS.items():
+        assert spark.table(table).columns == columns, table
+    feature = spark.read.parquet(lake.feature_path)
+    assert feature.columns == ["user_id", "dating_user_religion_score", "ds"]
+    assert Path(lake.feature_path, f"ds={pipeline.DS}").is_dir()  # partitioned by day
+
+
+def test_religion_reaches_the_training_tables(
+    spark: SparkSession, untracked_run: dict[str, dict[str, int]]
+) -> None:
+    profile = {r.user_id: r.religion for r in spark.table("dating.user_profile").collect()}
+    # Signup religion is RELIGIONS[u % 7]; u % 4 == 0 moved to RELIGIONS[(u + 1) % 7], and
+    # u % 12 == 0 later to RELIGIONS[(u + 2) % 7] (the latest update wins).
+    assert profile[5] == "Jewish"  # 5 % 7 = 5, no update
+    assert profile[4] == "Jewish"  # (4 + 1) % 7 = 5
+    assert profile[12] == "Atheist"  # (12 + 2) % 7 = 0
+    assert profile[3] == "Christian"
+
+    training = {r.target_user_id: r for r in spark.table("dating.safety_training_tbl").collect()}
+    assert sorted(training) == list(range(1, 201))
+    assert (training[3].target_religion, training[3].label, training[3].report_count) == ("Christian", 0, 2)
+    assert (training[4].target_religion, training[4].label, training[4].report_count) == ("Jewish", 1, 3)
+    assert sum(r.label for r in training.values()) == 134
+    assert sum(r.report_count for r in training.values()) == 534
+
+
+def test_feature_is_a_smoothed_share_of_same_religion_matches(
+    spark: SparkSession, untracked_run: dict[str, dict[str, int]], lake: Any
+) -> None:
+    scores = {r.dating_user_religion_score for r in spark.read.parquet(lake.feature_path).collect()}
+    # Two matches per user: (same + 1) / 4 with same in 0..2.
+    assert scores <= {0.25, 0.5, 0.75}
+    training = spark.table("dating.dating_training_tbl")
+    assert training.where("dating_user_religion_score IS NULL").count() == 0
