@@ -1,0 +1,234 @@
+"""The py4j `QueryExecutionListener` that captures each Spark action's analyzed plan.
+
+Thin on purpose: on the listener bus's thread it takes the plan's JSON (one py4j call), asks
+the JVM for the few facts the JSON leaves null (a relation's files, a write's path, format and
+mode, JDBC options) with a handful of targeted calls, and hands an `ActionCapture` to its sink.
+Relation facts are cached by the relation's exprIds, so a DataFrame reused by many actions is
+asked about once. Nothing here may fail the user's job: every error is logged — the action and
+the error class only, never a message that could hold record values — and swallowed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests, worth_capturing
+from tracelake.collect.spark_plan import NodeRef, PlanNode, Unit, parse_plan, relation_key
+from tracelake.model import utcnow
+
+logger = logging.getLogger("tracelake.spark")
+
+LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
+_CACHE_LIMIT = 10_000
+
+
+@dataclass(slots=True)
+class ActionCapture:
+    """One successful action: its name, its parsed plan and the JVM details it needed."""
+
+    func_name: str
+    plan: PlanNode
+    details: Details
+    duration_ms: float  # the action's own time, as Spark measured it
+    listener_ms: float  # what capturing it cost on the listener thread
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True)
+class ActionFailure:
+    """One failed action: its name and the JVM exception's class."""
+
+    func_name: str
+    error_class: str
+    at: datetime = field(default_factory=utcnow)
+
+
+Sink = Callable[[ActionCapture | ActionFailure], None]
+
+
+class LineageListener:
+    """Implements Spark's QueryExecutionListener over py4j; hands captures to `sink`."""
+
+    def __init__(self, sink: Sink, name: str = "tracelake") -> None:
+        self._sink = sink
+        self._name = name
+        self._relations: dict[tuple[int, ...], dict[str, str]] = {}
+        self.errors = 0
+
+    # -- QueryExecutionListener -----------------------------------------------------------
+
+    def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
+        started = time.perf_counter()
+        try:
+            capture = self._capture(str(funcName), qe, int(durationNs))
+            if capture is not None:
+                capture.listener_ms = (time.perf_counter() - started) * 1000
+                self._sink(capture)
+        except Exception as error:  # never into Spark: the action has succeeded
+            self.errors += 1
+            logger.warning(
+                "lineage of Spark action %r not captured (%s); the action is unaffected",
+                str(funcName),
+                type(error).__name__,
+            )
+
+    def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
+        try:
+            error_class = str(exception.getClass().getName())
+            self._sink(ActionFailure(str(funcName), error_class))
+        except Exception as error:
+            self.errors += 1
+            logger.warning(
+                "failure of Spark action %r not recorded (%s)", str(funcName), type(error).__name__
+            )
+
+    # py4j forwards these to Python too: `unregister` compares listeners with equals
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:
+        return f"TracelakeListener({self._name})"
+
+    class Java:
+        implements: ClassVar[list[str]] = [LISTENER_INTERFACE]
+
+    # -- capture --------------------------------------------------------------------------
+
+    def _capture(self, func_name: str, qe: Any, duration_ns: int) -> ActionCapture | None:
+        if func_name == NESTED_WRITE:
+            return None  # the command that ran it reports the same write, naming its table
+        analyzed = qe.analyzed()
+        if not worth_capturing(func_name, str(analyzed.nodeName())):
+            return None
+        plan = parse_plan(json.loads(analyzed.toJSON()))
+        requests = detail_requests(func_name, plan)
+        details: Details = {}
+        if requests:
+            navigator = _Navigator(analyzed)
+            for node, kind in requests:
+                found = self._details(navigator, node, kind)
+                if found:
+                    details[node.ref] = found
+        return ActionCapture(func_name, plan, details, duration_ns / 1e6, 0.0)
+
+    def _details(self, navigator: _Navigator, node: PlanNode, kind: str) -> dict[str, str]:
+        key = relation_key(node) if kind == "relation" else None
+        if key is not None and key in self._relations:
+            return self._relations[key]
+        try:
+            found = _FETCHERS[kind](navigator.node(node.ref))
+        except Exception as error:
+            # one node's details missing costs that node's name, not the action's lineage
+            logger.warning("Spark plan detail %s not fetched (%s)", kind, type(error).__name__)
+            return {}
+        if key is not None:
+            if len(self._relations) >= _CACHE_LIMIT:
+                self._relations.clear()
+            self._relations[key] = found
+        return found
+
+
+class _Navigator:
+    """Reaches plan nodes on the JVM by `NodeRef`, remembering units and leaf lists on the way."""
+
+    def __init__(self, analyzed: Any) -> None:
+        self._units: dict[Unit, Any] = {Unit(): analyzed}
+        self._leaves: dict[Unit, Any] = {}
+
+    def unit(self, unit: Unit) -> Any:
+        found = self._units.get(unit)
+        if found is None:
+            if unit.field is not None and unit.owner is not None:
+                found = getattr(self.node(unit.owner), unit.field)()
+            elif unit.parent is not None and unit.subquery is not None:
+                found = self.unit(unit.parent).subqueriesAll().apply(unit.subquery)
+            else:
+                raise LookupError("a plan unit with no way to reach it")
+            self._units[unit] = found
+        return found
+
+    def node(self, ref: NodeRef) -> Any:
+        root = self.unit(ref.unit)
+        if not ref.path:
+            return root
+        if ref.leaf is not None:
+            leaves = self._leaves.get(ref.unit)
+            if leaves is None:
+                leaves = self._leaves[ref.unit] = root.collectLeaves()
+            return leaves.apply(ref.leaf)
+        node = root
+        for index in ref.path:
+            node = node.children().apply(index)
+        return node
+
+
+# -- what to ask the JVM, per kind of node -------------------------------------------------
+
+
+def _relation(node: Any) -> dict[str, str]:
+    relation = node.relation()
+    cls = str(relation.getClass().getName())
+    if cls.endswith(".HadoopFsRelation"):
+        # HadoopFsRelation prints as its format's short name (`parquet`)
+        return {
+            "type": "files",
+            "format": str(relation.toString()),
+            "paths": str(relation.location().rootPaths().mkString("\n")),
+        }
+    if cls.endswith(".JDBCRelation"):
+        options = relation.jdbcOptions()
+        return {"type": "jdbc", "url": str(options.url()), "table": str(options.tableOrQuery())}
+    return {"type": "other", "class": cls}
+
+
+def _written(node: Any) -> dict[str, str]:
+    """What every write has: its mode and the schema of what it writes."""
+    return {"mode": str(node.mode().toString()), "schema": str(node.query().schema().json())}
+
+
+def _short_name(source: Any) -> str:
+    try:
+        return str(source.shortName())
+    except Exception:  # a format that is no DataSourceRegister
+        return str(source.toString()).lower()
+
+
+def _fs_write(node: Any) -> dict[str, str]:
+    return {
+        **_written(node),
+        "path": str(node.outputPath().toString()),
+        "format": _short_name(node.fileFormat()),
+    }
+
+
+def _datasource_write(node: Any) -> dict[str, str]:
+    source = node.dataSource()
+    found = {
+        **_written(node),
+        "provider": str(source.getClass().getName()),
+        "format": _short_name(source),
+    }
+    options = node.options()
+    # only the options that name the target; credentials are never read
+    for key in ("url", "dbtable", "path"):
+        value = options.get(key)
+        if value.isDefined():
+            found[key] = str(value.get())
+    return found
+
+
+_FETCHERS: dict[str, Callable[[Any], dict[str, str]]] = {
+    "relation": _relation,
+    "fs_write": _fs_write,
+    "datasource_write": _datasource_write,
+    "mode": _written,
+}

@@ -1,0 +1,320 @@
+"""Spark's analyzed-plan JSON (`LogicalPlan.toJSON`) as a tree, and where each node sits in the JVM.
+
+`toJSON` writes a plan as a pre-order list of nodes, each with its `class`, `num-children` and
+constructor fields; fields that are expressions are nested pre-order lists of their own, and a
+subquery's plan (or a command's `query` that is not a child) is a nested plan list. This module
+rebuilds those trees without recursion (machine-written plans nest deeper than Python's stack)
+and gives every plan node a `NodeRef`: how the listener reaches the same node on the JVM side
+(the analyzed plan, a command's query field, or entry *j* of `subqueriesAll()`, then a leaf of
+`collectLeaves()` or a path of child indices). Some fields are not serialisable and come out
+null (a relation's files, a write's output path): `detail_kind` says which nodes need those
+fetched over py4j. Pure Python, so it runs on captured JSON in tests too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+_EXPRESSION_PACKAGES = (".catalyst.expressions.", ".sql.expressions.")
+# Expressions that live outside the expression packages.
+_EXPRESSIONS_ELSEWHERE = frozenset(
+    {
+        "ScalaUDAF",
+        "ScalaAggregator",
+        "PythonUDF",
+        "PythonUDAF",
+        "PythonUDTF",
+        "TypedAggregateExpression",
+        "SimpleTypedAggregateExpression",
+        "ComplexTypedAggregateExpression",
+    }
+)
+_SKIPPED_FIELDS = frozenset({"class", "num-children"})
+
+
+def short_name(cls: str) -> str:
+    return cls.rsplit(".", 1)[-1]
+
+
+def is_expression_class(cls: str) -> bool:
+    return any(p in cls for p in _EXPRESSION_PACKAGES) or short_name(cls) in _EXPRESSIONS_ELSEWHERE
+
+
+def _is_node_list(value: Any) -> bool:
+    return bool(value) and isinstance(value, list) and isinstance(value[0], dict) and "class" in value[0]
+
+
+@dataclass(eq=False, slots=True)
+class Expr:
+    """One expression node: its short class name, raw JSON fields, children, and subquery plan."""
+
+    cls: str
+    data: dict[str, Any]
+    children: list[Expr] = field(default_factory=list)
+    plan: PlanNode | None = None
+
+    @property
+    def expr_id(self) -> int | None:
+        ident = self.data.get("exprId")
+        return ident.get("id") if isinstance(ident, dict) else None
+
+    @property
+    def name(self) -> str:
+        return str(self.data.get("name") or "")
+
+    @property
+    def data_type(self) -> Any:
+        return self.data.get("dataType")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A plan tree the JVM hands over in one step: the analyzed plan (no parent), a plan-valued
+    field of a node (`owner`.`field`), or entry `subquery` of the parent unit's `subqueriesAll()`."""
+
+    parent: Unit | None = None
+    owner: NodeRef | None = None
+    field: str | None = None
+    subquery: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRef:
+    """How to reach a node from its unit's root: leaf `leaf` of `collectLeaves()`, else `path`."""
+
+    unit: Unit
+    leaf: int | None = None
+    path: tuple[int, ...] = ()
+
+
+@dataclass(eq=False, slots=True)
+class PlanNode:
+    cls: str
+    full_cls: str
+    data: dict[str, Any]
+    ref: NodeRef
+    children: list[PlanNode] = field(default_factory=list)
+    # expression-valued fields, as Expr trees; a Seq field is a list (of lists, for Seq[Seq[…]])
+    exprs: dict[str, Any] = field(default_factory=dict)
+    # plan-valued fields that are not children (a command's `query`, a view's `plan`)
+    plans: dict[str, PlanNode] = field(default_factory=dict)
+    subqueries: list[PlanNode] = field(default_factory=list)  # in this node's `subqueries` order
+
+    def expr(self, name: str) -> Expr | None:
+        value = self.exprs.get(name)
+        return value if isinstance(value, Expr) else None
+
+    def expr_list(self, name: str) -> list[Expr]:
+        return list(flatten(self.exprs.get(name)))
+
+    def attributes(self, name: str = "output") -> list[Expr]:
+        return [e for e in self.expr_list(name) if e.cls in ("AttributeReference", "Alias")]
+
+
+def nested_expression(expr: Expr, name: str) -> Expr | None:
+    """An expression held in a field rather than as a child (`OuterReference.e`)."""
+    value = expr.data.get(name)
+    if not _is_node_list(value):
+        return None
+    return _build(value, lambda item, _depth: Expr(short_name(item["class"]), item))
+
+
+def flatten(value: Any) -> Iterator[Expr]:
+    """The expressions of a field in Spark's `QueryPlan.expressions` order."""
+    if isinstance(value, Expr):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from flatten(item)
+
+
+def preorder(root: PlanNode) -> Iterator[PlanNode]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def expr_preorder(root: Expr) -> Iterator[Expr]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+# -- building trees -----------------------------------------------------------------------
+
+
+def _build(items: list[dict[str, Any]], make: Any) -> Any:
+    """Rebuild a tree from a pre-order list with `num-children`, iteratively."""
+    root = None
+    stack: list[list[Any]] = []  # [node, children still to come]
+    for item in items:
+        node = make(item, len(stack))
+        if stack:
+            parent = stack[-1]
+            parent[0].children.append(node)
+            parent[1] -= 1
+        else:
+            root = node
+        count = int(item.get("num-children") or 0)
+        if count:
+            stack.append([node, count])
+        while stack and stack[-1][1] == 0:
+            stack.pop()
+    return root
+
+
+class _Parser:
+    """Builds plan and expression trees, giving each plan node its JVM `NodeRef`."""
+
+    def plan(self, items: list[dict[str, Any]], unit: Unit) -> PlanNode:
+        nodes: list[PlanNode] = []
+
+        def make(item: dict[str, Any], _depth: int) -> PlanNode:
+            node = PlanNode(short_name(item["class"]), item["class"], item, NodeRef(unit))
+            nodes.append(node)
+            return node
+
+        root: PlanNode = _build(items, make)
+        self._place(root, unit)
+        for node in nodes:
+            self._fields(node)
+        return root
+
+    def _place(self, root: PlanNode, unit: Unit) -> None:
+        """Pre-order leaves are `collectLeaves()` order; inner nodes keep their child path."""
+        leaf_index = 0
+        stack: list[tuple[PlanNode, tuple[int, ...]]] = [(root, ())]
+        while stack:
+            node, path = stack.pop()
+            if node.children:
+                node.ref = NodeRef(unit, None, path)
+                stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(node.children))))
+            else:
+                node.ref = NodeRef(unit, leaf_index, path)
+                leaf_index += 1
+
+    def _fields(self, node: PlanNode) -> None:
+        for name, value in node.data.items():
+            if name in _SKIPPED_FIELDS:
+                continue
+            if _is_node_list(value):
+                if is_expression_class(value[0]["class"]):
+                    node.exprs[name] = self.expression(value, node)
+                else:
+                    unit = Unit(parent=node.ref.unit, owner=node.ref, field=name)
+                    node.plans[name] = self.plan(value, unit)
+            elif isinstance(value, list) and any(isinstance(v, list) for v in value):
+                node.exprs[name] = self._expression_seq(value, node)
+
+    def _expression_seq(self, value: list[Any], node: PlanNode) -> list[Any]:
+        out: list[Any] = []
+        for item in value:
+            if _is_node_list(item) and is_expression_class(item[0]["class"]):
+                out.append(self.expression(item, node))
+            elif isinstance(item, list):
+                out.append(self._expression_seq(item, node))
+        return out
+
+    def expression(self, items: list[dict[str, Any]], holder: PlanNode) -> Expr:
+        def make(item: dict[str, Any], _depth: int) -> Expr:
+            expr = Expr(short_name(item["class"]), item)
+            nested = item.get("plan")
+            if _is_node_list(nested) and not is_expression_class(nested[0]["class"]):
+                # a subquery: its unit is fixed later, once the whole tree's order is known
+                expr.plan = self.plan(nested, Unit())
+                holder.subqueries.append(expr.plan)
+            return expr
+
+        return _build(items, make)
+
+
+def _renumber(root: PlanNode, unit: Unit) -> None:
+    """Give a plan (and the plans nested in it) its final unit, now that the unit is known."""
+    for node in preorder(root):
+        node.ref = NodeRef(unit, node.ref.leaf, node.ref.path)
+        for name, plan in node.plans.items():
+            _renumber(plan, Unit(parent=unit, owner=node.ref, field=name))
+        # subqueries keep their own units, assigned by `_assign_subqueries`
+
+
+def _subqueries_all(root: PlanNode) -> list[PlanNode]:
+    """Spark's `subqueriesAll`: first-level subqueries in tree pre-order, then theirs, recursively."""
+    first = [sub for node in preorder(root) for sub in node.subqueries]
+    out = list(first)
+    for sub in first:
+        out.extend(_subqueries_all(sub))
+    return out
+
+
+def _assign_subqueries(root: PlanNode, unit: Unit) -> None:
+    for index, sub in enumerate(_subqueries_all(root)):
+        _renumber(sub, Unit(parent=unit, subquery=index))
+    for node in preorder(root):
+        for plan in node.plans.values():
+            _assign_subqueries(plan, plan.ref.unit)
+    for sub in _subqueries_all(root):
+        for node in preorder(sub):
+            for plan in node.plans.values():
+                _assign_subqueries(plan, plan.ref.unit)
+
+
+def parse_plan(items: list[dict[str, Any]]) -> PlanNode:
+    """The analyzed plan of `LogicalPlan.toJSON()` (already decoded) as a tree of `PlanNode`s."""
+    if not items:
+        raise ValueError("an empty plan")
+    main = Unit()
+    root = _Parser().plan(items, main)
+    _renumber(root, main)
+    _assign_subqueries(root, main)
+    return root
+
+
+def all_nodes(root: PlanNode) -> Iterator[PlanNode]:
+    """Every plan node of the action: the tree, plan-valued fields and subqueries."""
+    pending = [root]
+    while pending:
+        top = pending.pop()
+        for node in preorder(top):
+            yield node
+            pending.extend(node.plans.values())
+            pending.extend(node.subqueries)
+
+
+# -- what the JVM must fill in ------------------------------------------------------------
+
+# Writes whose target, mode or format are nulls in the JSON.
+_FS_WRITE = "InsertIntoHadoopFsRelationCommand"
+_DATASOURCE_WRITE = "SaveIntoDataSourceCommand"
+_TABLE_WRITES = frozenset(
+    {
+        "CreateDataSourceTableAsSelectCommand",
+        "CreateHiveTableAsSelectCommand",
+        "OptimizedCreateHiveTableAsSelectCommand",
+        "InsertIntoHiveTable",
+    }
+)
+
+
+def detail_kind(node: PlanNode) -> str | None:
+    """Which py4j details a node needs: None when its JSON says all we need."""
+    if node.cls == "LogicalRelation" and not node.data.get("catalogTable"):
+        return "relation"
+    if node.cls == _FS_WRITE:
+        return "fs_write"
+    if node.cls == _DATASOURCE_WRITE:
+        return "datasource_write"
+    if node.cls in _TABLE_WRITES:
+        return "mode"
+    return None
+
+
+def relation_key(node: PlanNode) -> tuple[int, ...]:
+    """A relation's output exprIds: unique in the JVM, so the same DataFrame's relation seen by
+    several actions is fetched once."""
+    return tuple(e.expr_id or -1 for e in node.expr_list("output"))

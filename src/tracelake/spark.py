@@ -1,0 +1,409 @@
+"""Runtime lineage of PySpark jobs in one line: `with tracelake.spark.track(spark, job="…"):`.
+
+`track` attaches a py4j `QueryExecutionListener` to the session (no JVM jar needed) and
+returns a `SparkTracker`: one Run of the Process `spark.job/<job>`. Every action's analyzed
+plan becomes lineage — datasets read, datasets written, typed column edges — accumulated over
+the run. After each action a single background worker analyses the captured plan and hands
+the run's cumulative `LineageBatch` (observed at the run's start, so each re-observation
+replaces the run's version in the store) to `store.ingest`; the job's own thread only pays for
+the listener bus. `stop()` (or leaving the `with` block) flushes, detaches the listener,
+records the run COMPLETE or FAIL with the error class, and tells the optional emitter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol
+
+from tracelake.collect.spark_datasets import Dataset
+from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_action
+from tracelake.collect.spark_listener import ActionCapture, ActionFailure, LineageListener
+from tracelake.collect.sql_relation import Deps, add_dep, column_urn
+from tracelake.model import (
+    Asset,
+    Confidence,
+    Field,
+    FlowEdge,
+    LineageBatch,
+    Process,
+    Run,
+    Signal,
+    utcnow,
+)
+from tracelake.store import LineageStore
+
+logger = logging.getLogger("tracelake.spark")
+
+RUNNING, COMPLETE, FAIL = "RUNNING", "COMPLETE", "FAIL"
+PROCESS_PREFIX = "spark.job/"
+_FLUSH_TIMEOUT = 60.0
+
+
+class RunEventSink(Protocol):
+    """Where run events go besides the store (the OpenLineage emitter implements this)."""
+
+    def start(self, run: Run, batch: LineageBatch) -> None: ...
+
+    def complete(self, run: Run, batch: LineageBatch) -> None: ...
+
+    def fail(self, run: Run, batch: LineageBatch, error_class: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One action of the run as the tracker saw it."""
+
+    func_name: str
+    at: datetime
+    duration_ms: float
+    listener_ms: float
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
+@dataclass
+class _RunLineage:
+    """Everything the run's actions have shown so far, merged."""
+
+    datasets: dict[str, Dataset] = field(default_factory=dict)
+    reads: dict[str, None] = field(default_factory=dict)
+    writes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
+    in_memory: set[tuple[int, ...]] = field(default_factory=set)
+    notes: dict[str, None] = field(default_factory=dict)
+    memory: dict[int, Deps] = field(default_factory=dict)  # exprId → Deps, across actions
+
+    def absorb(self, lineage: ActionLineage) -> bool:
+        """Merge one action's lineage; True when the run's lineage changed."""
+        before = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
+        for urn, dataset in (*lineage.reads.items(), *lineage.writes.items()):
+            known = self.datasets.get(urn)
+            if known is None:
+                self.datasets[urn] = Dataset(urn, dataset.kind, dict(dataset.metadata), list(dataset.columns))
+                continue
+            known.metadata.update(dataset.metadata)
+            names = {name for name, _ in known.columns}
+            known.columns.extend(c for c in dataset.columns if c[0] not in names)
+        for urn in lineage.reads:
+            self.reads.setdefault(urn)
+        for urn, dataset in lineage.writes.items():
+            self.writes[urn] = {"dataset": urn, **dataset.metadata}
+        for key, confidence in lineage.edges.items():
+            add_dep(self.edges, key, confidence)
+        self.in_memory |= lineage.in_memory
+        for note in lineage.notes:
+            self.notes.setdefault(note)
+        after = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
+        return after != before
+
+
+class SparkTracker:
+    """One tracked run of a Spark job; see `track`."""
+
+    def __init__(
+        self,
+        spark: Any,
+        job: str,
+        *,
+        store: LineageStore | str | None = None,
+        emitter: RunEventSink | None = None,
+    ) -> None:
+        if not job or not job.strip():
+            raise ValueError("a tracked Spark job needs a name")
+        self.job = job.strip()
+        self.process_urn = PROCESS_PREFIX + self.job
+        self.failures: list[ActionFailure] = []
+        self.actions: list[ActionRecord] = []
+        self.analysis_errors = 0
+        self._spark = spark
+        self._emitter = emitter
+        self._owns_store = not isinstance(store, LineageStore)
+        self._store = store if isinstance(store, LineageStore) else LineageStore(store)
+        self._lineage = _RunLineage()
+        self._lock = threading.Lock()
+        self._run_id = str(uuid.uuid4())
+        self._started_at = utcnow()
+        self._ended_at: datetime | None = None
+        self._status = RUNNING
+        self._error_class: str | None = None
+        context = spark.sparkContext
+        self._app_id = str(context.applicationId)
+        self._app_name = str(context.appName)
+        self._user = str(context.sparkUser())
+        self._spark_version = str(spark.version)
+        self._stopped = False
+        self._worker = _Worker(self)
+        self._worker.start()
+        self._listener = LineageListener(self._worker.put, name=self.job)
+        self._jvm_listener = self._attach()
+        self._emit("start")
+
+    # -- public ---------------------------------------------------------------------------
+
+    @property
+    def run(self) -> Run:
+        return Run(
+            self._run_id,
+            self.process_urn,
+            started_at=self._started_at,
+            ended_at=self._ended_at,
+            status=self._status,
+            job_id=self._app_id,
+            user=self._user,
+        )
+
+    def batch(self) -> LineageBatch:
+        """The run's cumulative lineage so far, observed at the run's start."""
+        with self._lock:
+            return self._build_batch()
+
+    def flush(self, timeout: float = _FLUSH_TIMEOUT) -> bool:
+        """Wait until every finished action is analysed and ingested; False on timeout."""
+        deadline = time.monotonic() + timeout
+        try:
+            bus = self._spark._jsparkSession.sparkContext().listenerBus()
+            bus.waitUntilEmpty(max(int(timeout * 1000), 1))
+        except Exception as error:
+            logger.warning("Spark listener bus not drained (%s)", type(error).__name__)
+        return self._worker.wait_idle(max(deadline - time.monotonic(), 0.0))
+
+    def stop(self, error: BaseException | None = None) -> None:
+        """End the run: flush, detach, record COMPLETE or FAIL (with `error`'s class), emit."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.flush()
+        self._detach()
+        self._worker.wait_idle(_FLUSH_TIMEOUT)
+        with self._lock:
+            self._ended_at = utcnow()
+            self._status = FAIL if error is not None else COMPLETE
+            self._error_class = type(error).__name__ if error is not None else None
+        self._worker.ingest_now()
+        self._worker.close(_FLUSH_TIMEOUT)
+        self._emit("fail" if error is not None else "complete")
+        if self._owns_store:
+            self._store.close()
+
+    def __enter__(self) -> SparkTracker:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop(exc)
+
+    # -- listener -------------------------------------------------------------------------
+
+    def _attach(self) -> Any:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        context = self._spark.sparkContext
+        ensure_callback_server_started(context._gateway)
+        # a JVM-side handle on the proxy: `unregister` needs the very object registered
+        proxy = context._jvm.java.util.Objects.requireNonNull(self._listener)
+        self._spark._jsparkSession.listenerManager().register(proxy)
+        return proxy
+
+    def _detach(self) -> None:
+        try:
+            self._spark._jsparkSession.listenerManager().unregister(self._jvm_listener)
+        except Exception as error:
+            logger.warning("Spark listener not detached (%s)", type(error).__name__)
+
+    def _absorb(self, item: ActionCapture | ActionFailure) -> bool:
+        """Fold one captured action into the run (on the worker thread); True if lineage changed."""
+        if isinstance(item, ActionFailure):
+            with self._lock:
+                self.failures.append(item)
+            return False
+        try:
+            lineage = analyze_action(item.func_name, item.plan, item.details, self._lineage.memory)
+        except Exception as error:
+            self.analysis_errors += 1
+            logger.warning(
+                "lineage of Spark action %r not analysed (%s)", item.func_name, type(error).__name__
+            )
+            return False
+        record = ActionRecord(
+            item.func_name,
+            item.at,
+            item.duration_ms,
+            item.listener_ms,
+            tuple(lineage.reads),
+            tuple(lineage.writes),
+        )
+        with self._lock:
+            self.actions.append(record)
+            return self._lineage.absorb(lineage)
+
+    def _emit(self, event: str) -> None:
+        if self._emitter is None:
+            return
+        try:
+            run, batch = self.run, self.batch()
+            if event == "start":
+                self._emitter.start(run, batch)
+            elif event == "complete":
+                self._emitter.complete(run, batch)
+            else:
+                self._emitter.fail(run, batch, self._error_class or "Exception")
+        except Exception as error:
+            logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
+
+    def _ingest(self, batch: LineageBatch) -> None:
+        try:
+            self._store.ingest(batch)
+        except Exception as error:
+            logger.warning("lineage of Spark job %r not stored (%s)", self.job, type(error).__name__)
+
+    # -- the batch ------------------------------------------------------------------------
+
+    def _build_batch(self) -> LineageBatch:
+        state = self._lineage
+        edges = [
+            FlowEdge(source, target, self.process_urn, Signal.SPARK_RUNTIME, confidence, kind)
+            for (source, target, kind), confidence in state.edges.items()
+        ]
+        assets = [Asset(urn, metadata=_asset_metadata(d)) for urn, d in state.datasets.items()]
+        fields: dict[str, str | None] = {}
+        for urn, dataset in state.datasets.items():
+            for name, data_type in dataset.columns:
+                fields.setdefault(column_urn(urn, name.lower()), data_type)
+        for edge in edges:
+            for node in (edge.source, edge.target):
+                if "#" in node:
+                    fields.setdefault(node, None)
+        failed = self._status == FAIL
+        processes = [Process(self.process_urn, name=self.job, kind="spark", metadata=self._metadata())]
+        if failed and not self.actions:
+            processes = []  # a run that did nothing observable must not close the job's lineage
+        return LineageBatch(
+            assets=assets,
+            fields=[Field(urn, data_type=t) for urn, t in fields.items()],
+            processes=processes,
+            runs=[self.run],
+            edges=edges,
+            observed_at=self._started_at,
+        )
+
+    def _metadata(self) -> dict[str, Any]:
+        state = self._lineage
+        ended = self._ended_at
+        metadata: dict[str, Any] = {
+            "application_id": self._app_id,
+            "application_name": self._app_name,
+            "spark_version": self._spark_version,
+            "run_id": self._run_id,
+            "status": self._status,
+            "started_at": self._started_at.isoformat(),
+            "actions": len(self.actions),
+            "reads": list(state.reads),
+            "writes": list(state.writes.values()),
+            "in_memory_inputs": len(state.in_memory),
+        }
+        if ended is not None:
+            metadata["ended_at"] = ended.isoformat()
+            metadata["duration_ms"] = round((ended - self._started_at).total_seconds() * 1000, 3)
+        if self._error_class is not None:
+            metadata["error_class"] = self._error_class
+        if self.failures:
+            metadata["failed_actions"] = [
+                {"action": f.func_name, "error_class": f.error_class} for f in self.failures
+            ]
+        if state.notes:
+            metadata["notes"] = list(state.notes)
+        return metadata
+
+
+def _asset_metadata(dataset: Dataset) -> dict[str, Any]:
+    """What describes the dataset itself (not one write of it: the mode is the run's)."""
+    keep = {k: v for k, v in dataset.metadata.items() if k in ("format", "type", "partitioned_by", "url")}
+    return {"storage": dataset.kind, **keep}
+
+
+class _Worker(threading.Thread):
+    """Analyses captures in order and ingests the run's batch, off the job's and the bus's thread.
+
+    Several actions finishing while one ingest runs are folded into one ingest of the latest
+    cumulative batch: the store only needs the newest observation of the run.
+    """
+
+    def __init__(self, tracker: SparkTracker) -> None:
+        super().__init__(name=f"tracelake-spark-{tracker.job}", daemon=True)
+        self._tracker = tracker
+        self._queue: deque[ActionCapture | ActionFailure] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._dirty = False
+        self._closing = False
+
+    def put(self, item: ActionCapture | ActionFailure) -> None:
+        with self._cond:
+            self._queue.append(item)
+            self._cond.notify_all()
+
+    def ingest_now(self) -> None:
+        with self._cond:
+            self._dirty = True
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._queue and not self._busy and not self._dirty, timeout=timeout
+            )
+
+    def close(self, timeout: float) -> None:
+        self.wait_idle(timeout)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self.join(timeout)
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._dirty or self._closing)
+                if self._closing and not self._queue and not self._dirty:
+                    return
+                items = list(self._queue)
+                self._queue.clear()
+                self._busy = True
+            try:
+                changed = False
+                for item in items:
+                    changed = self._tracker._absorb(item) or changed
+                with self._cond:
+                    ingest = changed or self._dirty
+                    self._dirty = False
+                if ingest:
+                    self._tracker._ingest(self._tracker.batch())
+            except Exception as error:  # the worker must outlive any one bad action
+                logger.warning("Spark lineage worker error (%s)", type(error).__name__)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+def track(
+    spark: Any,
+    job: str,
+    *,
+    store: LineageStore | str | None = None,
+    emitter: RunEventSink | None = None,
+) -> SparkTracker:
+    """Track the lineage of `spark`'s actions as one run of job `job` until `stop()`.
+
+    `store`: a LineageStore, a database URL, or None for the default (`TRACELAKE_DB`).
+    Use as `with track(spark, job="daily_features") as run: …` or call `stop()` yourself.
+    """
+    return SparkTracker(spark, job, store=store, emitter=emitter)
