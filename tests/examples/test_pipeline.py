@@ -162,3 +162,58 @@ def test_feature_is_a_smoothed_share_of_same_religion_matches(
     assert scores <= {0.25, 0.5, 0.75}
     training = spark.table("dating.dating_training_tbl")
     assert training.where("dating_user_religion_score IS NULL").count() == 0
+
+
+def test_tracked_run_stores_the_runtime_lineage(
+    spark: SparkSession, untracked_run: dict[str, dict[str, int]], lake: Any, sqlite_store: Any
+) -> None:
+    """The same jobs with tracking: the religion flows of the example reach the store.
+
+    Expected by reading the jobs: safety_training_tbl's temp-view step passes `religion` through
+    unchanged as `target_religion` (a grouping key, selected as is); the training table copies
+    the feature column from the parquet dataset after a left join; the score is a UDF over an
+    aggregate of religion comparisons.
+    """
+    from tracelake.spark import track
+
+    # The two jobs the expected edges come from, on the tables the untracked run left (the
+    # other two only add time).
+    tracked = {"warehouse_safety", "features"}
+    for job, run in pipeline.JOBS:
+        if job in tracked:
+            with track(spark, job=job, store=sqlite_store):
+                assert run(spark, lake, pipeline.DS) == untracked_run[job]  # tracking changes nothing
+
+    feature = f"file.parquet/{lake.feature_path}"
+    assert lake.feature_path.startswith("/")  # so the URN is file.parquet//tmp/…
+    edges = {(e.source, e.target, e.transformation, e.signal) for e in sqlite_store.edges()}
+    expected = {
+        (
+            "hive.table/dating.safety_log_tbl#religion",
+            "hive.table/dating.safety_training_tbl#target_religion",
+            "IDENTITY",
+            "spark_runtime",
+        ),
+        (
+            "hive.table/dating.safety_log_tbl#user_id",
+            "hive.table/dating.safety_training_tbl#target_user_id",
+            "IDENTITY",
+            "spark_runtime",
+        ),
+        (
+            f"{feature}#dating_user_religion_score",
+            "hive.table/dating.dating_training_tbl#dating_user_religion_score",
+            "IDENTITY",
+            "spark_runtime",
+        ),
+        (
+            "hive.table/dating.user_profile#religion",
+            f"{feature}#dating_user_religion_score",
+            "AGGREGATION",
+            "spark_runtime",
+        ),
+    }
+    assert expected <= edges
+    assert sqlite_store.node(feature) is not None
+    processes = {e.process for e in sqlite_store.edges()}
+    assert processes == {f"spark.job/{job}" for job in tracked}
