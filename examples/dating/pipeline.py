@@ -654,10 +654,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = Sizes(users=args.users, reported_users=min(Sizes().reported_users, args.users // 2))
         generate_raw(spark, lake, sizes, args.ds)
         prepare_catalog(spark, lake)
-        for job, counts in run_jobs(spark, lake, tracking=tracking, ds=args.ds).items():
+        results = run_jobs(spark, lake, tracking=tracking, ds=args.ds)
+        width = max(len(output) for counts in results.values() for output in counts)
+        for job, counts in results.items():
             print(f"{job} ({seconds[job]:.1f} s):")
             for output, rows in counts.items():
-                print(f"  {output:<60} {rows:>8,}")
+                print(f"  {output:<{width}} {rows:>8,}")
 
     print(f"\nlake: {lake.base}   ({time.perf_counter() - started:.1f} s)")
     if store is None:
