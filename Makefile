@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` runs the dating-app example end to end,
+# The two commands of the README: `make demo` runs the dating-app example end to end (the SQL
+# query log, then the PySpark pipeline with runtime tracking, into one store),
 # `make test` runs the whole suite. Both set up .venv themselves.
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,6 +10,7 @@ export VENV
 demo:
 	@scripts/bootstrap.sh
 	@scripts/demo.sh
+	@scripts/demo_spark.sh
 
 test:
 	@scripts/bootstrap.sh dev
@@ -25,6 +27,7 @@ bench:
 	@scripts/bootstrap.sh dev,bench
 	$(BIN)/python bench/sql_lineage.py
 	$(BIN)/python bench/store.py
+	$(BIN)/python bench/spark_overhead.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache
