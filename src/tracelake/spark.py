@@ -62,8 +62,9 @@ class ActionRecord:
 
     func_name: str
     at: datetime
-    duration_ms: float
-    listener_ms: float
+    duration_ms: float  # the action itself, as Spark timed it
+    listener_ms: float  # capturing its plan, on the listener bus thread
+    analysis_ms: float  # turning the plan into lineage, on the worker thread
     reads: tuple[str, ...]
     writes: tuple[str, ...]
 
@@ -122,6 +123,8 @@ class SparkTracker:
         self.failures: list[ActionFailure] = []
         self.actions: list[ActionRecord] = []
         self.analysis_errors = 0
+        self.ingests = 0
+        self.ingest_ms = 0.0
         self._spark = spark
         self._emitter = emitter
         self._owns_store = not isinstance(store, LineageStore)
@@ -141,7 +144,7 @@ class SparkTracker:
         self._stopped = False
         self._worker = _Worker(self)
         self._worker.start()
-        self._listener = LineageListener(self._worker.put, name=self.job)
+        self._listener = LineageListener(self._worker.put, name=self.job, jvm=context._jvm)
         self._jvm_listener = self._attach()
         self._emit("start")
 
@@ -181,6 +184,7 @@ class SparkTracker:
         self._stopped = True
         self.flush()
         self._detach()
+        self._listener.close()
         self._worker.wait_idle(_FLUSH_TIMEOUT)
         with self._lock:
             self._ended_at = utcnow()
@@ -224,6 +228,7 @@ class SparkTracker:
             with self._lock:
                 self.failures.append(item)
             return False
+        started = time.perf_counter()
         try:
             lineage = analyze_action(item.func_name, item.plan, item.details, self._lineage.memory)
         except Exception as error:
@@ -237,6 +242,7 @@ class SparkTracker:
             item.at,
             item.duration_ms,
             item.listener_ms,
+            (time.perf_counter() - started) * 1000,
             tuple(lineage.reads),
             tuple(lineage.writes),
         )
@@ -259,10 +265,13 @@ class SparkTracker:
             logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
 
     def _ingest(self, batch: LineageBatch) -> None:
+        started = time.perf_counter()
         try:
             self._store.ingest(batch)
         except Exception as error:
             logger.warning("lineage of Spark job %r not stored (%s)", self.job, type(error).__name__)
+        self.ingests += 1
+        self.ingest_ms += (time.perf_counter() - started) * 1000
 
     # -- the batch ------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ by short name (`people#amount`), worked out by hand from the PySpark code under 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,17 +33,18 @@ SCORES_ROWS = [(1, 0.5), (2, 0.9), (4, 0.1)]
 
 @dataclass
 class Lake:
-    """A folder of small inputs and the outputs tests write next to them."""
+    """A test's folder for what it writes, plus the shared read-only inputs."""
 
     root: Path
     spark: SparkSession
-    names: dict[str, str]
+    names: dict[str, str] = field(default_factory=dict)
+    paths: dict[str, Path] = field(default_factory=dict)
 
     def path(self, name: str) -> str:
-        return str(self.root / name)
+        return str(self.paths.get(name, self.root / name))
 
     def urn(self, name: str, file_format: str = "parquet") -> str:
-        return f"file.{file_format}/{self.root / name}"
+        return f"file.{file_format}/{self.path(name)}"
 
     def write(
         self, name: str, rows: list[tuple[object, ...]], schema: str, file_format: str = "parquet"
@@ -84,12 +85,20 @@ class Lake:
         return f"{name}#{path}" if path else name
 
 
+@pytest.fixture(scope="session")
+def inputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`people` and `scores` as parquet, written once: tests only read them."""
+    shared = Lake(tmp_path_factory.mktemp("spark_inputs"), spark)
+    shared.write("people", PEOPLE_ROWS, PEOPLE_SCHEMA)
+    shared.write("scores", SCORES_ROWS, "key int, score double")
+    return {name: shared.root / name for name in ("people", "scores")}
+
+
 @pytest.fixture
-def lake(spark: SparkSession, tmp_path: Path) -> Lake:
-    """`people` and `scores` as parquet, and `people_csv` as CSV with a header."""
-    lake = Lake(tmp_path, spark, {})
-    lake.write("people", PEOPLE_ROWS, PEOPLE_SCHEMA)
-    lake.write("scores", SCORES_ROWS, "key int, score double")
+def lake(spark: SparkSession, tmp_path: Path, inputs: dict[str, Path]) -> Lake:
+    lake = Lake(tmp_path, spark, paths=dict(inputs))
+    for name in inputs:
+        lake.names[lake.urn(name)] = name
     return lake
 
 

@@ -1,17 +1,21 @@
 """The py4j `QueryExecutionListener` that captures each Spark action's analyzed plan.
 
-Thin on purpose: on the listener bus's thread it takes the plan's JSON (one py4j call), asks
-the JVM for the few facts the JSON leaves null (a relation's files, a write's path, format and
-mode, JDBC options) with a handful of targeted calls, and hands an `ActionCapture` to its sink.
-Relation facts are cached by the relation's exprIds, so a DataFrame reused by many actions is
-asked about once. Nothing here may fail the user's job: every error is logged — the action and
-the error class only, never a message that could hold record values — and swallowed.
+Thin on purpose: on the listener bus's thread it takes the plan's JSON, asks the JVM for the
+few facts the JSON leaves null (a relation's files, a write's path, format and mode, JDBC
+options) with a handful of targeted calls, and hands an `ActionCapture` to its sink. Relation
+facts are cached by the relation's exprIds, so a DataFrame reused by many actions is asked
+about once; JSON comes through a file rather than the socket (see `JsonChannel`). Nothing here
+may fail the user's job: every error is logged — the action and the error class only, never a
+message that could hold record values — and swallowed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,16 +54,53 @@ class ActionFailure:
 
 
 Sink = Callable[[ActionCapture | ActionFailure], None]
+JsonOf = Callable[[Any, str], str]
+
+
+class JsonChannel:
+    """Moves a JVM object's JSON to Python through a file instead of the py4j socket.
+
+    py4j writes a reply longer than 8 KB in pieces, and Nagle's algorithm on the JVM's side
+    meeting delayed ACKs on ours stalls each such reply by about 40 ms (measured here: a 13 KB
+    plan took 48 ms through `toJSON()`, one under 8 KB 2 ms). Jackson writes the object's json4s
+    value straight into a file of this channel's own; only a short reply crosses the socket.
+    """
+
+    def __init__(self, jvm: Any) -> None:
+        self._dir = tempfile.mkdtemp(prefix="tracelake-spark-")
+        self._path = os.path.join(self._dir, "value.json")
+        self._file = jvm.java.io.File(self._path)
+        self._mapper = getattr(getattr(jvm.org.json4s.jackson, "JsonMethods$"), "MODULE$").mapper()
+
+    def read(self, value: Any) -> str:
+        """The JSON text of a json4s `JValue` living in the JVM."""
+        self._mapper.writeValue(self._file, value)
+        with open(self._path, encoding="utf-8") as handle:
+            return handle.read()
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class LineageListener:
     """Implements Spark's QueryExecutionListener over py4j; hands captures to `sink`."""
 
-    def __init__(self, sink: Sink, name: str = "tracelake") -> None:
+    def __init__(self, sink: Sink, name: str = "tracelake", jvm: Any = None) -> None:
         self._sink = sink
         self._name = name
         self._relations: dict[tuple[int, ...], dict[str, str]] = {}
+        self._channel: JsonChannel | None = None
+        if jvm is not None:
+            try:
+                self._channel = JsonChannel(jvm)
+            except Exception as error:
+                logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
         self.errors = 0
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     # -- QueryExecutionListener -----------------------------------------------------------
 
@@ -109,7 +150,7 @@ class LineageListener:
         analyzed = qe.analyzed()
         if not worth_capturing(func_name, str(analyzed.nodeName())):
             return None
-        plan = parse_plan(json.loads(analyzed.toJSON()))
+        plan = parse_plan(json.loads(self._json(analyzed, "toJSON")))
         requests = detail_requests(func_name, plan)
         details: Details = {}
         if requests:
@@ -125,7 +166,7 @@ class LineageListener:
         if key is not None and key in self._relations:
             return self._relations[key]
         try:
-            found = _FETCHERS[kind](navigator.node(node.ref))
+            found = _FETCHERS[kind](navigator.node(node.ref), self._json)
         except Exception as error:
             # one node's details missing costs that node's name, not the action's lineage
             logger.warning("Spark plan detail %s not fetched (%s)", kind, type(error).__name__)
@@ -135,6 +176,18 @@ class LineageListener:
                 self._relations.clear()
             self._relations[key] = found
         return found
+
+    def _json(self, value: Any, fallback: str) -> str:
+        """`value`'s JSON (a plan or a data type): through the channel, else its `fallback` method."""
+        channel = self._channel
+        if channel is not None:
+            try:
+                return channel.read(value.jsonValue())
+            except Exception as error:
+                logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
+                channel.close()
+                self._channel = None
+        return str(getattr(value, fallback)())
 
 
 class _Navigator:
@@ -174,7 +227,7 @@ class _Navigator:
 # -- what to ask the JVM, per kind of node -------------------------------------------------
 
 
-def _relation(node: Any) -> dict[str, str]:
+def _relation(node: Any, _json: JsonOf) -> dict[str, str]:
     relation = node.relation()
     cls = str(relation.getClass().getName())
     if cls.endswith(".HadoopFsRelation"):
@@ -190,9 +243,9 @@ def _relation(node: Any) -> dict[str, str]:
     return {"type": "other", "class": cls}
 
 
-def _written(node: Any) -> dict[str, str]:
+def _written(node: Any, json_of: JsonOf) -> dict[str, str]:
     """What every write has: its mode and the schema of what it writes."""
-    return {"mode": str(node.mode().toString()), "schema": str(node.query().schema().json())}
+    return {"mode": str(node.mode().toString()), "schema": json_of(node.query().schema(), "json")}
 
 
 def _short_name(source: Any) -> str:
@@ -202,18 +255,18 @@ def _short_name(source: Any) -> str:
         return str(source.toString()).lower()
 
 
-def _fs_write(node: Any) -> dict[str, str]:
+def _fs_write(node: Any, json_of: JsonOf) -> dict[str, str]:
     return {
-        **_written(node),
+        **_written(node, json_of),
         "path": str(node.outputPath().toString()),
         "format": _short_name(node.fileFormat()),
     }
 
 
-def _datasource_write(node: Any) -> dict[str, str]:
+def _datasource_write(node: Any, json_of: JsonOf) -> dict[str, str]:
     source = node.dataSource()
     found = {
-        **_written(node),
+        **_written(node, json_of),
         "provider": str(source.getClass().getName()),
         "format": _short_name(source),
     }
@@ -226,7 +279,7 @@ def _datasource_write(node: Any) -> dict[str, str]:
     return found
 
 
-_FETCHERS: dict[str, Callable[[Any], dict[str, str]]] = {
+_FETCHERS: dict[str, Callable[[Any, JsonOf], dict[str, str]]] = {
     "relation": _relation,
     "fs_write": _fs_write,
     "datasource_write": _datasource_write,
