@@ -145,7 +145,14 @@ class SparkTracker:
         self._worker = _Worker(self)
         self._worker.start()
         self._listener = LineageListener(self._worker.put, name=self.job, jvm=context._jvm)
-        self._jvm_listener = self._attach()
+        try:
+            self._jvm_listener = self._attach()
+        except BaseException:
+            self._listener.close()
+            self._worker.close(_FLUSH_TIMEOUT)
+            if self._owns_store:
+                self._store.close()
+            raise
         self._emit("start")
 
     # -- public ---------------------------------------------------------------------------

@@ -94,21 +94,30 @@ def test_ctas_matches_the_sql_collector(lake: Lake) -> None:
     lake.read("people").write.saveAsTable("tl_src_ctas")
     _table(lake, "tl_src_ctas")
     _table(lake, "tl_ctas")
+    # the subquery reads files: the listener reaches them through the command's query field
     statement = (
         "CREATE TABLE tl_ctas USING parquet AS"
-        " SELECT id, upper(name) AS uname FROM tl_src_ctas WHERE amount > 1"
+        " SELECT id, upper(name) AS uname FROM tl_src_ctas"
+        f" WHERE amount > 1 AND id IN (SELECT key FROM parquet.`{lake.path('scores')}`)"
     )
 
     batch = lake.run(lambda: lake.spark.sql(statement)).batch()
     expected = {
         ("tl_src_ctas", "tl_ctas", None),
+        ("scores", "tl_ctas", None),
         ("tl_src_ctas#id", "tl_ctas#id", "IDENTITY"),
         ("tl_src_ctas#name", "tl_ctas#uname", "TRANSFORMATION"),
-        *indirect(["tl_src_ctas#amount"], ["tl_ctas#id", "tl_ctas#uname"], "FILTER"),
+        *indirect(
+            ["tl_src_ctas#amount", "tl_src_ctas#id", "scores#key"], ["tl_ctas#id", "tl_ctas#uname"], "FILTER"
+        ),
     }
     assert lake.edges(batch) == expected
     assert _sql_edges(lake, statement) == expected
-    assert {a.urn for a in batch.assets} == {table_urn("tl_src_ctas"), table_urn("tl_ctas")}
+    assert {a.urn for a in batch.assets} == {
+        table_urn("tl_src_ctas"),
+        table_urn("tl_ctas"),
+        lake.urn("scores"),
+    }
 
 
 def test_partitioned_writes_and_partition_reads_name_the_dataset_root(lake: Lake) -> None:
@@ -153,6 +162,19 @@ def test_file_formats_name_their_urns(lake: Lake) -> None:
     assert ("people_csv#name", "from_csv#name", "IDENTITY") in edges
     assert ("people#name", "out_text#value", "IDENTITY") not in edges  # text writes the column as is
     assert ("people#name", "out_text#name", "IDENTITY") in edges
+
+
+def test_datasource_v2_file_reads(lake: Lake) -> None:
+    out = lake.output("out")
+    conf = lake.spark.conf
+    previous = conf.get("spark.sql.sources.useV1SourceList")
+    conf.set("spark.sql.sources.useV1SourceList", "")  # file reads through DataSource V2
+    try:
+        people = lake.read("people")
+        edges = lake.edges(lake.run(lambda: people.select("id").write.parquet(out)).batch())
+    finally:
+        conf.set("spark.sql.sources.useV1SourceList", previous)
+    assert edges == {("people", "out", None), ("people#id", "out#id", "IDENTITY")}
 
 
 def test_jdbc_urns_carry_no_credentials(lake: Lake) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracelake.collect.spark_plan import PlanNode
-from tracelake.model import table_urn
+from tracelake.model import split_qualified_name, table_urn
 
 # Leaves that hold data living only in the driver or the job: no asset, no lineage beyond them.
 IN_MEMORY_LEAVES = frozenset({"LogicalRDD", "LocalRelation", "Range", "ExternalRDD", "LocalTableScan"})
@@ -153,7 +153,15 @@ def read_dataset(node: PlanNode, details: dict[str, str] | None) -> list[Dataset
         return [Dataset(urn, "table", _table_metadata(node.data["tableMeta"]), columns)] if urn else []
     if node.cls in ("DataSourceV2Relation", "DataSourceV2ScanRelation"):
         urn = _v2_table_urn(node)
-        return [Dataset(urn, "table", {}, columns)] if urn else []
+        if urn is not None:
+            return [Dataset(urn, "table", {}, columns)]
+        if details and details.get("type") == "files":
+            return _relation_datasets(details, columns)
+        name = (details or {}).get("name", "")
+        parts = split_qualified_name(name) if name and "/" not in name else []
+        if 2 <= len(parts) <= 3:
+            urn = table_urn(parts[-1], parts[-2], parts[0] if len(parts) == 3 else None)
+            return [Dataset(urn, "table", {}, columns)]
     return []
 
 

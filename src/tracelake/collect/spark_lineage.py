@@ -212,7 +212,7 @@ class _Evaluator:
             rel = self._generate(node, child, walker)
         elif cls == "Expand":
             rel = self._expand(node, child, walker)
-        elif cls in ("Join", "AsOfJoin", "LateralJoin"):
+        elif cls in ("Join", "AsOfJoin"):
             rel = self._join(node, children, walker)
         elif cls in _SET_OPERATIONS:
             rel = self._set_operation(node, children, walker)

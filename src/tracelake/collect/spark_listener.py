@@ -162,7 +162,7 @@ class LineageListener:
         return ActionCapture(func_name, plan, details, duration_ns / 1e6, 0.0)
 
     def _details(self, navigator: _Navigator, node: PlanNode, kind: str) -> dict[str, str]:
-        key = relation_key(node) if kind == "relation" else None
+        key = relation_key(node) if kind in ("relation", "v2_relation") else None
         if key is not None and key in self._relations:
             return self._relations[key]
         try:
@@ -243,6 +243,20 @@ def _relation(node: Any, _json: JsonOf) -> dict[str, str]:
     return {"type": "other", "class": cls}
 
 
+def _v2_relation(node: Any, _json: JsonOf) -> dict[str, str]:
+    """A DataSource V2 table: files (`useV1SourceList` emptied) or a catalog's table by name."""
+    table = node.table()
+    found = {"type": "v2", "class": str(table.getClass().getName()), "name": str(table.name())}
+    if ".datasources.v2." in found["class"]:  # Spark's own FileTables (ParquetTable, CSVTable…)
+        try:
+            found["paths"] = str(table.paths().mkString("\n"))
+            found["format"] = str(table.formatName()).lower()
+            found["type"] = "files"
+        except Exception:  # not a FileTable after all: keep its name
+            pass
+    return found
+
+
 def _written(node: Any, json_of: JsonOf) -> dict[str, str]:
     """What every write has: its mode and the schema of what it writes."""
     return {"mode": str(node.mode().toString()), "schema": json_of(node.query().schema(), "json")}
@@ -281,6 +295,7 @@ def _datasource_write(node: Any, json_of: JsonOf) -> dict[str, str]:
 
 _FETCHERS: dict[str, Callable[[Any, JsonOf], dict[str, str]]] = {
     "relation": _relation,
+    "v2_relation": _v2_relation,
     "fs_write": _fs_write,
     "datasource_write": _datasource_write,
     "mode": _written,

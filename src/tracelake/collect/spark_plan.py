@@ -305,6 +305,8 @@ def detail_kind(node: PlanNode) -> str | None:
     """Which py4j details a node needs: None when its JSON says all we need."""
     if node.cls == "LogicalRelation" and not node.data.get("catalogTable"):
         return "relation"
+    if node.cls in ("DataSourceV2Relation", "DataSourceV2ScanRelation") and not node.data.get("identifier"):
+        return "v2_relation"
     if node.cls == _FS_WRITE:
         return "fs_write"
     if node.cls == _DATASOURCE_WRITE:
@@ -316,5 +318,5 @@ def detail_kind(node: PlanNode) -> str | None:
 
 def relation_key(node: PlanNode) -> tuple[int, ...]:
     """A relation's output exprIds: unique in the JVM, so the same DataFrame's relation seen by
-    several actions is fetched once."""
+    several actions is asked about once."""
     return tuple(e.expr_id or -1 for e in node.expr_list("output"))
