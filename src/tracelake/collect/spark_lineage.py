@@ -155,8 +155,9 @@ class _Evaluator:
         for node in _postorder(root):
             rel = self._operator(node, [rels.pop(id(c)) for c in node.children], outer)
             rels[id(node)] = rel
-            if len(self.memory) < _MAX_MEMORY:
-                self.memory.update(rel.deps)
+            if len(self.memory) > _MAX_MEMORY:
+                self.memory.clear()  # continuity matters for recent DataFrames, not old ones
+            self.memory.update(rel.deps)
         return rels[id(root)]
 
     def _subquery(self, plan: PlanNode, scope: Scope) -> tuple[list[Deps], Deps, set[str]]:

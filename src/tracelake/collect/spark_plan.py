@@ -13,7 +13,7 @@ fetched over py4j. Pure Python, so it runs on captured JSON in tests too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +118,7 @@ def nested_expression(expr: Expr, name: str) -> Expr | None:
     value = expr.data.get(name)
     if not _is_node_list(value):
         return None
-    return _build(value, lambda item, _depth: Expr(short_name(item["class"]), item))
+    return _build(value, lambda item: Expr(short_name(item["class"]), item))
 
 
 def flatten(value: Any) -> Iterator[Expr]:
@@ -149,12 +149,12 @@ def expr_preorder(root: Expr) -> Iterator[Expr]:
 # -- building trees -----------------------------------------------------------------------
 
 
-def _build(items: list[dict[str, Any]], make: Any) -> Any:
+def _build(items: list[dict[str, Any]], make: Callable[[dict[str, Any]], Any]) -> Any:
     """Rebuild a tree from a pre-order list with `num-children`, iteratively."""
     root = None
     stack: list[list[Any]] = []  # [node, children still to come]
     for item in items:
-        node = make(item, len(stack))
+        node = make(item)
         if stack:
             parent = stack[-1]
             parent[0].children.append(node)
@@ -175,7 +175,7 @@ class _Parser:
     def plan(self, items: list[dict[str, Any]], unit: Unit) -> PlanNode:
         nodes: list[PlanNode] = []
 
-        def make(item: dict[str, Any], _depth: int) -> PlanNode:
+        def make(item: dict[str, Any]) -> PlanNode:
             node = PlanNode(short_name(item["class"]), item["class"], item, NodeRef(unit))
             nodes.append(node)
             return node
@@ -222,7 +222,7 @@ class _Parser:
         return out
 
     def expression(self, items: list[dict[str, Any]], holder: PlanNode) -> Expr:
-        def make(item: dict[str, Any], _depth: int) -> Expr:
+        def make(item: dict[str, Any]) -> Expr:
             expr = Expr(short_name(item["class"]), item)
             nested = item.get("plan")
             if _is_node_list(nested) and not is_expression_class(nested[0]["class"]):
