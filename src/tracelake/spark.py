@@ -144,7 +144,7 @@ class SparkTracker:
         self._stopped = False
         self._worker = _Worker(self)
         self._worker.start()
-        self._listener = LineageListener(self._worker.put, name=self.job, jvm=context._jvm)
+        self._listener = LineageListener(self._worker.put, name=self.job, gateway=context._gateway)
         try:
             self._jvm_listener = self._attach()
         except BaseException:
