@@ -209,3 +209,16 @@ def test_stop_detaches_the_listener(lake: Lake) -> None:
     assert seen == 1
     assert len(tracker.actions) == seen
     tracker.stop()  # a second stop is a no-op
+
+
+def test_no_store_means_the_default_store(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    database = lake.root / "default.db"
+    monkeypatch.setenv("TRACELAKE_DB", str(database))
+    people, out = lake.read("people"), lake.output("out")
+    with track(lake.spark, "defaulted"):
+        people.select("id").write.parquet(out)
+    with LineageStore(f"sqlite:///{database}") as store:
+        assert {(lake.short(e.source), lake.short(e.target)) for e in store.edges()} == {
+            ("people", "out"),
+            ("people#id", "out#id"),
+        }
