@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +63,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from pyspark.sql import SparkSession
 
     base = tmp_path_factory.mktemp("spark")
+    # Python workers run the suite's own interpreter (with pandas), not whatever is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tracelake-tests")

@@ -352,9 +352,13 @@ def test_pandas_udf_is_opaque(lake: Lake) -> None:
 
     people, out = lake.read("people"), lake.output("out")
 
-    @F.pandas_udf("double")
-    def scaled(amount: pd.Series, id_: pd.Series) -> pd.Series:
+    def multiply(amount, id_):  # type: ignore[no-untyped-def]
         return amount * id_
+
+    # Real objects, not the strings `from __future__ import annotations` would leave: Spark
+    # reads these hints to pick the pandas UDF's kind.
+    multiply.__annotations__ = {"amount": pd.Series, "id_": pd.Series, "return": pd.Series}
+    scaled = F.pandas_udf(multiply, "double")
 
     def job() -> None:
         people.select(scaled("amount", "id").alias("scaled")).write.parquet(out)
