@@ -169,7 +169,7 @@ def _versions(spark: Any) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=12, help="timed (untracked, tracked) pairs")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed pairs first")
+    parser.add_argument("--warmup", type=int, default=4, help="untimed pairs first")
     parser.add_argument("--users", type=int, default=None, help="users to generate (pipeline default)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary lake and stores")
     args = parser.parse_args(argv)
