@@ -27,8 +27,8 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def ingest_example(db: str) -> str:
-    code, out, err = run(
+def run_ingest_example(db: str) -> tuple[int, str, str]:
+    return run(
         "ingest",
         "sql",
         str(EXAMPLE / "query_log.jsonl"),
@@ -37,6 +37,10 @@ def ingest_example(db: str) -> str:
         "--db",
         db,
     )
+
+
+def ingest_example(db: str) -> str:
+    code, out, err = run_ingest_example(db)
     assert code == 0, err
     return out
 
@@ -48,15 +52,7 @@ def lineage_json(db: str, *args: str) -> dict:
 
 
 def test_ingest_reports_statements_and_the_one_broken_entry(db: str) -> None:
-    code, out, err = run(
-        "ingest",
-        "sql",
-        str(EXAMPLE / "query_log.jsonl"),
-        "--schema",
-        str(EXAMPLE / "schema.yaml"),
-        "--db",
-        db,
-    )
+    code, out, err = run_ingest_example(db)
 
     assert code == 0
     # 13 statements a day for three days, plus one analyst query with a typo
