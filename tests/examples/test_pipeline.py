@@ -20,30 +20,15 @@ match_events=12000), following the rules in its docstring:
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from examples.dating import pipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-PIPELINE_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "dating" / "pipeline.py"
-
-
-def _load_pipeline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dating_pipeline", PIPELINE_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
-
-
-pipeline = _load_pipeline()
 
 EXPECTED_ROWS = {
     "profile_log": {"dating.profile_update_log": 1066, "dating.user_profile_raw": 2000},

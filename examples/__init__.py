@@ -1,0 +1,1 @@
+"""Runnable examples; importable as `examples.dating.pipeline` by the tests and benchmarks."""

@@ -1,0 +1,1 @@
+"""The dating-app warehouse: its query log, schema and PySpark pipeline."""
