@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -142,7 +144,7 @@ def test_the_store_gets_each_run_and_a_dropped_write_closes_its_edges(
 
     with track(lake.spark, "nightly", store=sqlite_store) as first:
         people.select("id").write.parquet(kept)
-        # ingest happens after each action, before the run ends
+        # flush() ingests what the run has seen so far, before the run ends
         assert first.flush()
         assert stored() == {("people", "kept", None), ("people#id", "kept#id", "IDENTITY")}
         people.select("name").write.parquet(dropped)
@@ -164,6 +166,65 @@ def test_the_store_gets_each_run_and_a_dropped_write_closes_its_edges(
         runs = conn.execute(sa.text("SELECT status, job_id FROM runs")).all()
     assert [status for status, _ in runs] == ["COMPLETE", "COMPLETE"]
     assert {job for _, job in runs} == {lake.spark.sparkContext.applicationId}
+
+
+def test_a_failed_run_keeps_the_edges_of_writes_it_never_reached(
+    lake: Lake, sqlite_store: LineageStore
+) -> None:
+    people = lake.read("people")
+    first, second = lake.output("first"), lake.output("second")
+
+    def stored() -> set[tuple[str, str, str | None]]:
+        return {(lake.short(e.source), lake.short(e.target), e.transformation) for e in sqlite_store.edges()}
+
+    with track(lake.spark, "nightly", store=sqlite_store):
+        people.select("id").write.parquet(first)
+        people.select("name").write.parquet(second)
+    both = {
+        ("people", "first", None),
+        ("people#id", "first#id", "IDENTITY"),
+        ("people", "second", None),
+        ("people#name", "second#name", "IDENTITY"),
+    }
+    assert stored() == both
+
+    # the next night writes `first` with another column, then dies before writing `second`
+    with pytest.raises(RuntimeError), track(lake.spark, "nightly", store=sqlite_store) as failed:
+        people.select("id", "amount").write.mode("overwrite").parquet(first)
+        raise RuntimeError("the driver lost its executors")
+    assert failed.run.status == "FAIL"
+    assert stored() == both | {("people#amount", "first#amount", "IDENTITY")}
+
+    # a run that completes is the job's whole lineage again: `second` is no longer written
+    with track(lake.spark, "nightly", store=sqlite_store):
+        people.select("id").write.mode("overwrite").parquet(first)
+    assert stored() == {("people", "first", None), ("people#id", "first#id", "IDENTITY")}
+
+
+def test_a_running_job_reaches_the_store_once_its_ingest_interval_has_passed(
+    lake: Lake, sqlite_store: LineageStore
+) -> None:
+    people = lake.read("people")
+
+    def wait_for(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    with track(lake.spark, "hourly", store=sqlite_store, ingest_interval=3600) as slow:
+        people.select("id").write.parquet(lake.output("slow"))
+        assert wait_for(lambda: len(slow.actions) == 1)  # analysed…
+        time.sleep(0.2)
+        assert sqlite_store.edges() == []  # …but not yet stored: the hour has not passed
+    assert len(sqlite_store.edges()) == 2  # the run's end stores it
+
+    with track(lake.spark, "eager", store=sqlite_store, ingest_interval=0.0):
+        people.select("name").write.parquet(lake.output("eager"))
+        # no flush: the worker ingests as soon as the action is analysed
+        assert wait_for(lambda: len(sqlite_store.edges()) == 4)
 
 
 class _Recorder:

@@ -120,6 +120,21 @@ def test_labels_accumulate_and_unset_properties_are_kept(store: LineageStore) ->
     assert train.layer == "dwd"
 
 
+def test_edges_of_one_process(store: LineageStore) -> None:
+    store.ingest(training_batch(JAN))
+    other = "sql.job/profile_export"
+    store.ingest(
+        LineageBatch(
+            processes=[Process(other, name="profile_export")], edges=[edge(PROFILE, LOG, process=other)]
+        )
+    )
+
+    assert pairs(store.edges(process=other)) == {(PROFILE, LOG)}
+    assert pairs(store.edges(process=JOB)) == pairs(training_batch().edges)
+    assert store.edges(process=JOB, as_of=datetime(2023, 12, 1, tzinfo=UTC)) == []
+    assert store.edges(process="sql.job/never_seen") == []
+
+
 def test_a_changed_process_closes_its_old_edges_and_opens_new_ones(store: LineageStore) -> None:
     store.ingest(training_batch(JAN))
     changed = LineageBatch(

@@ -11,11 +11,13 @@ message that could hold record values — and swallowed.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,8 +32,6 @@ logger = logging.getLogger("tracelake.spark")
 
 LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
 _CACHE_LIMIT = 10_000
-# Replies up to this many characters stay under py4j's 8 KB even if escaping or UTF-8 grows them.
-_INLINE_CHARS = 4096
 
 
 @dataclass(slots=True)
@@ -60,38 +60,93 @@ JsonOf = Callable[[Any, str], str]
 
 
 class JsonChannel:
-    """Moves a JVM object's JSON to Python without one long py4j reply.
+    """Moves a JVM object's JSON to Python through a file, in two py4j calls.
 
     py4j writes a reply longer than 8 KB in pieces, and Nagle's algorithm on the JVM's side
     meeting delayed ACKs on ours stalls each such reply by about 40 ms (measured here: a 13 KB
-    plan took 44 ms through `toJSON()`, one of 3 KB 0.3 ms). So Jackson renders the object's
-    json4s value into a JVM-side buffer; a short text comes back inline, a long one through a
-    file of this channel's own.
+    plan took 44 ms through `toJSON()`, one of 3 KB 0.3 ms). So Jackson writes the object's
+    json4s value straight into a file of this channel's own, which Python reads: two round
+    trips (`jsonValue()`, `writeValue`) whatever the size. One channel serves every listener on
+    a JVM (`JsonChannel.of`): listeners run on the listener bus, one at a time, and the lock
+    keeps it so whatever calls them.
     """
+
+    _shared: ClassVar[dict[int, JsonChannel]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, gateway: Any) -> None:
         jvm = gateway.jvm
         self._dir = tempfile.mkdtemp(prefix="tracelake-spark-")
         self._path = os.path.join(self._dir, "value.json")
         self._mapper = getattr(getattr(jvm.org.json4s.jackson, "JsonMethods$"), "MODULE$").mapper()
-        self._writer = jvm.java.io.StringWriter()
-        self._buffer = self._writer.getBuffer()
-        self._files = jvm.java.nio.file.Files
-        self._jvm_path = jvm.java.nio.file.Paths.get(self._path, gateway.new_array(jvm.java.lang.String, 0))
-        self._no_options = gateway.new_array(jvm.java.nio.file.OpenOption, 0)
+        self._file = jvm.java.io.File(self._path)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, gateway: Any) -> JsonChannel:
+        """The JVM's shared channel, made on first use and removed when Python exits."""
+        with cls._shared_lock:
+            channel = cls._shared.get(id(gateway))
+            if channel is None:
+                channel = cls._shared[id(gateway)] = cls(gateway)
+                atexit.register(channel.close)
+            return channel
 
     def read(self, value: Any) -> str:
         """The JSON text of a json4s `JValue` living in the JVM."""
-        self._buffer.setLength(0)
-        self._mapper.writeValue(self._writer, value)
-        if self._buffer.length() <= _INLINE_CHARS:
-            return str(self._buffer.toString())
-        self._files.writeString(self._jvm_path, self._buffer, self._no_options)
-        with open(self._path, encoding="utf-8") as handle:
-            return handle.read()
+        with self._lock:
+            self._mapper.writeValue(self._file, value)
+            with open(self._path, encoding="utf-8") as handle:
+                return handle.read()
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class ListenerQueue:
+    """Waits for Spark to have told the QueryExecutionListeners of every finished action.
+
+    They run on the listener bus's `shared` queue. `LiveListenerBus.waitUntilEmpty` would wait
+    for every queue (the UI's status store is often behind by many task events) and polls in
+    10 ms sleeps; asking the shared queue alone, without a JVM-side sleep, usually answers in
+    one round trip. Found once per SparkContext (`ListenerQueue.of`), after a listener is
+    registered: Spark makes the shared queue for the first one.
+    """
+
+    _known: ClassVar[dict[int, ListenerQueue]] = {}
+
+    def __init__(self, jvm_context: Any) -> None:
+        self._bus = jvm_context.listenerBus()
+        self._queue: Any = None
+        try:
+            queues = self._bus.queues().iterator()
+            while queues.hasNext():
+                queue = queues.next()
+                if str(queue.name()) == "shared":
+                    self._queue = queue
+        except Exception as error:  # another Spark's internals: wait for the whole bus
+            logger.debug("listener bus queues not reachable (%s)", type(error).__name__)
+
+    @classmethod
+    def of(cls, context: Any) -> ListenerQueue:
+        """The queue of `context` (a pyspark SparkContext), looked up on first use."""
+        found = cls._known.get(id(context))
+        if found is None or found._queue is None:
+            found = cls._known[id(context)] = cls(context._jsc.sc())
+        return found
+
+    def wait_until_empty(self, timeout: float) -> bool:
+        if self._queue is None:
+            return bool(self._bus.waitUntilEmpty(max(int(timeout * 1000), 1)))
+        deadline = time.monotonic() + timeout
+        pause = 0.0005
+        # a deadline in the past makes the JVM answer at once instead of sleeping 10 ms a turn
+        while not self._queue.waitUntilEmpty(0):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+        return True
 
 
 class LineageListener:
@@ -104,15 +159,10 @@ class LineageListener:
         self._channel: JsonChannel | None = None
         if gateway is not None:
             try:
-                self._channel = JsonChannel(gateway)
+                self._channel = JsonChannel.of(gateway)
             except Exception as error:
                 logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
         self.errors = 0
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
 
     # -- QueryExecutionListener -----------------------------------------------------------
 
@@ -197,7 +247,6 @@ class LineageListener:
                 return channel.read(value.jsonValue())
             except Exception as error:
                 logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
-                channel.close()
                 self._channel = None
         return str(getattr(value, fallback)())
 

@@ -646,8 +646,10 @@ class LineageStore:
         as_of: datetime | None = None,
         ids: Sequence[int] | None = None,
         touching: str | None = None,
+        process: str | None = None,
     ) -> list[EdgeRecord]:
-        """Edge versions valid at `as_of` (now if None), optionally by id or touching one node."""
+        """Edge versions valid at `as_of` (now if None), optionally by id, touching one node, or
+        made by one process."""
         query = self._edge_query()
         e = s.edges
         if ids is not None:
@@ -660,6 +662,9 @@ class LineageStore:
         if touching is not None:
             node_id = sa.select(s.nodes.c.id).where(s.nodes.c.urn == touching).scalar_subquery()
             query = query.where(sa.or_(e.c.source_id == node_id, e.c.target_id == node_id))
+        if process is not None:
+            process_id = sa.select(s.nodes.c.id).where(s.nodes.c.urn == process).scalar_subquery()
+            query = query.where(e.c.process_id == process_id)
         with self.engine.connect() as conn:
             return [_edge_record(r) for r in conn.execute(query.order_by(e.c.id))]
 
