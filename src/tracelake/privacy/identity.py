@@ -1,0 +1,114 @@
+"""Identity columns: which values of a row are ids, as Spark column expressions.
+
+An identity column is a top-level column whose values, wherever they sit in it, are user ids:
+a string or integer is one id; an array holds one per element; a map holds ids in its values
+(its keys only name the namespace, e.g. `email` or `ECID`, and any key counts); a struct holds
+its id in the field named `id` (the Experience Data Model's identity map shape,
+`map<string, array<struct<id:string, primary:boolean>>>`). Every id is compared and hashed as
+its text (`CAST(id AS STRING)`), so the long 42 and the string "42" are the same id.
+
+`row_ids` gives a row's ids of one column as `array<string>`; `row_hashes` their XXH64 hashes as
+Spark computes them, the keys of the identity filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType, StructType
+
+ID_FIELD = "id"
+
+
+class IdentityError(ValueError):
+    """An identity column that is missing or whose type holds no ids we know how to find."""
+
+
+def check_identity_columns(schema: StructType, columns: Sequence[str]) -> list[str]:
+    """The columns as named in `schema` (case-insensitive match); raises IdentityError if not usable."""
+    if not columns:
+        raise IdentityError("name at least one identity column")
+    by_lower = {field.name.lower(): field for field in schema.fields}
+    found = []
+    for column in columns:
+        field = by_lower.get(column.lower())
+        if field is None:
+            known = ", ".join(schema.fieldNames())
+            raise IdentityError(f"identity column {column!r} is not in the data (columns: {known})")
+        _check_type(field.dataType, column)
+        found.append(field.name)
+    return list(dict.fromkeys(found))
+
+
+def row_ids(schema: StructType, column: str) -> Column:
+    """`array<string>` of the ids in `column` of each row, nulls left out (never null itself)."""
+    from pyspark.sql import functions as F
+
+    ids = _ids(F.col(f"`{column}`"), schema[column].dataType)
+    return F.coalesce(F.filter(ids, lambda value: value.isNotNull()), F.array().cast("array<string>"))
+
+
+def row_hashes(schema: StructType, column: str) -> Column:
+    """`array<bigint>`: Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys)."""
+    from pyspark.sql import functions as F
+
+    return F.transform(row_ids(schema, column), lambda value: F.xxhash64(value))
+
+
+def all_row_ids(schema: StructType, columns: Sequence[str]) -> Column:
+    """The distinct ids of a row over several identity columns."""
+    from pyspark.sql import functions as F
+
+    parts = [row_ids(schema, column) for column in columns]
+    return F.array_distinct(parts[0] if len(parts) == 1 else F.concat(*parts))
+
+
+def _ids(value: Column, data_type: DataType) -> Column:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, ArrayType):
+        element = data_type.elementType
+        if _is_atomic(element):
+            return F.transform(value, lambda item: item.cast("string"))
+        return F.flatten(F.transform(value, lambda item: _ids(item, element)))
+    if isinstance(data_type, MapType):
+        return _ids(F.map_values(value), ArrayType(data_type.valueType))
+    if isinstance(data_type, StructType):
+        name = _id_field(data_type) or ID_FIELD  # checked by check_identity_columns
+        return _ids(value.getField(name), data_type[name].dataType)
+    return F.array(value.cast("string"))
+
+
+def _check_type(data_type: DataType, column: str) -> None:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, ArrayType):
+        _check_type(data_type.elementType, column)
+    elif isinstance(data_type, MapType):
+        _check_type(data_type.valueType, column)
+    elif isinstance(data_type, StructType):
+        name = _id_field(data_type)
+        if name is None:
+            raise IdentityError(
+                f"identity column {column!r}: a struct in it has no {ID_FIELD!r} field "
+                f"({data_type.simpleString()})"
+            )
+        _check_type(data_type[name].dataType, column)
+    elif not _is_atomic(data_type):
+        raise IdentityError(
+            f"identity column {column!r}: ids must be strings or integers, not {data_type.simpleString()}"
+        )
+
+
+def _id_field(struct: StructType) -> str | None:
+    return next((name for name in struct.fieldNames() if name.lower() == ID_FIELD), None)
+
+
+def _is_atomic(data_type: DataType) -> bool:
+    from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType
+
+    return isinstance(data_type, StringType | ByteType | ShortType | IntegerType | LongType)

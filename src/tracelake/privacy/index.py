@@ -1,0 +1,263 @@
+"""A dataset's identity index: which of its data files may hold given ids, without opening them.
+
+The index of a Parquet dataset lives beside its data, in `<dataset>/_tracelake_index/` (Spark
+skips names starting with `_`): a few segments (`segments.py`), each holding one filter per data
+file per identity column, bound to the data file by relative path, size and modification time.
+Segments are only ever added or replaced whole, so concurrent appends need no lock; where two
+segments describe the same file and column the newer one wins. A data file whose filter is
+missing, or whose size or modification time no longer match it (rewritten by someone else), is
+*unindexed*: it is always read, never skipped. Zero false negatives is the invariant.
+
+`DatasetIndex.plan` probes every fresh filter for a batch of ids at once and says which files to
+read; when nearly all files are candidates it says to scan the whole dataset instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tracelake.privacy.filters import IdentityFilter, probe_fuse
+from tracelake.privacy.segments import (
+    SUFFIX,
+    Segment,
+    SegmentError,
+    SegmentWriter,
+    StoredFilter,
+    new_segment_path,
+    read_segment,
+)
+
+logger = logging.getLogger("tracelake.privacy")
+
+INDEX_DIR = "_tracelake_index"
+STAGING_DIR = "_staging"
+# Above this share of candidate files, reading the dataset whole is cheaper than listing files.
+FULL_SCAN_AT = 0.8
+# Segments a dataset may gather (one per write) before `compact` folds them into one.
+COMPACT_AFTER = 16
+_PROBE_CHUNK = 1 << 20  # (filter, id) pairs probed per numpy pass
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a dataset as it is on disk now."""
+
+    path: str  # relative to the dataset's root, with forward slashes
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, root: Path, relative: str) -> DataFile:
+        status = (root / relative).stat()
+        return cls(relative, status.st_size, status.st_mtime_ns)
+
+
+def is_hidden(name: str) -> bool:
+    """Spark's rule for what is not data: `.crc`, `_SUCCESS`, our index; `_x=1` is a partition."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+
+
+def list_data_files(root: Path) -> dict[str, DataFile]:
+    """Every data file under `root` (partition folders included, hidden names skipped)."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"no dataset at {root}")
+    files: dict[str, DataFile] = {}
+    for folder, folders, names in os.walk(root):
+        folders[:] = sorted(name for name in folders if not is_hidden(name))
+        for name in sorted(names):
+            if not is_hidden(name):
+                relative = Path(folder, name).relative_to(root).as_posix()
+                files[relative] = DataFile.of(root, relative)
+    return files
+
+
+@dataclass
+class ScanPlan:
+    """What a request must read of one dataset."""
+
+    root: Path
+    files: int  # data files considered
+    candidates: list[str]  # relative paths to read (all files when `full_scan`)
+    unindexed: list[str]  # candidates read because no fresh filter covers them
+    full_scan: bool
+    probe_seconds: float
+
+    @property
+    def skipped(self) -> int:
+        return self.files - len(self.candidates)
+
+
+@dataclass
+class DatasetIndex:
+    """The filters of one dataset, newest per (data file, column)."""
+
+    root: Path
+    segments: list[Segment] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def folder(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @classmethod
+    def load(cls, root: Path | str) -> DatasetIndex:
+        root = Path(root).absolute()
+        index = cls(root)
+        if not index.folder.is_dir():
+            return index
+        for path in sorted(index.folder.glob(f"*{SUFFIX}")):
+            try:
+                index.segments.append(read_segment(path))
+            except (OSError, SegmentError) as error:
+                # Its files lose their filters and are read: slower, never wrong.
+                index.problems.append(str(error))
+                logger.warning("identity index segment skipped: %s", error)
+        return index
+
+    def columns(self) -> set[str]:
+        return {str(stored.meta["column"]) for segment in self.segments for stored in segment.filters}
+
+    def by_key(self) -> dict[tuple[str, str], list[StoredFilter]]:
+        """Every filter of each (data file, column), newest first (segments sort by age)."""
+        found: dict[tuple[str, str], list[StoredFilter]] = {}
+        for segment in reversed(self.segments):
+            for stored in segment.filters:
+                found.setdefault((str(stored.meta["file"]), str(stored.meta["column"])), []).append(stored)
+        return found
+
+    def fresh(
+        self, files: dict[str, DataFile], columns: Iterable[str] | None = None
+    ) -> dict[str, list[StoredFilter]]:
+        """The files with an up-to-date filter for every column, and those filters.
+
+        Up to date means written for the file as it is now: the newest filter whose size and
+        modification time match (a newer one may describe a rewrite that never landed).
+        """
+        wanted = sorted(self.columns() if columns is None else set(columns))
+        by_key = self.by_key()
+        covered: dict[str, list[StoredFilter]] = {}
+        for path, data_file in files.items():
+            filters = [
+                next((s for s in by_key.get((path, column), []) if _matches(s, data_file)), None)
+                for column in wanted
+            ]
+            if wanted and all(stored is not None for stored in filters):
+                covered[path] = [stored for stored in filters if stored is not None]
+        return covered
+
+    def plan(
+        self,
+        keys: np.ndarray,
+        *,
+        columns: Iterable[str] | None = None,
+        files: dict[str, DataFile] | None = None,
+        full_scan_at: float = FULL_SCAN_AT,
+    ) -> ScanPlan:
+        """Which data files may hold any of `keys` (uint64 id hashes) in any identity column."""
+        started = time.perf_counter()
+        files = list_data_files(self.root) if files is None else files
+        covered = self.fresh(files, columns)
+        unindexed = [path for path in files if path not in covered]
+        hits = _probe(covered, np.asarray(keys, dtype=np.uint64))
+        candidates = sorted(set(unindexed) | {path for path, hit in hits.items() if hit})
+        full_scan = bool(files) and len(candidates) >= full_scan_at * len(files)
+        return ScanPlan(
+            self.root,
+            len(files),
+            sorted(files) if full_scan else candidates,
+            unindexed,
+            full_scan,
+            time.perf_counter() - started,
+        )
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write_segment(self, entries: Iterable[tuple[IdentityFilter, DataFile, str, int]]) -> Path | None:
+        """A new segment of (filter, data file, column, rows) entries; None if there are none."""
+        writer = SegmentWriter(new_segment_path(self.folder))
+        with writer:
+            for identity_filter, data_file, column, rows in entries:
+                writer.add(
+                    identity_filter,
+                    file=data_file.path,
+                    size=data_file.size,
+                    mtime_ns=data_file.mtime_ns,
+                    column=column,
+                    rows=rows,
+                )
+            if not len(writer):
+                writer.abort()
+                return None
+        return writer.path
+
+    def compact(self, files: dict[str, DataFile] | None = None, *, force: bool = False) -> Path | None:
+        """Fold every segment into one holding only the filters still fresh; drops the rest."""
+        if len(self.segments) < (1 if force else COMPACT_AFTER):
+            return None
+        files = list_data_files(self.root) if files is None else files
+        live = [
+            (stored.filter, files[path], str(stored.meta["column"]), int(stored.meta.get("rows", 0)))
+            for path, filters in sorted(self.fresh(files).items())
+            for stored in filters
+        ]
+        merged = self.write_segment(live)
+        for segment in self.segments:
+            if segment.path != merged:
+                segment.path.unlink(missing_ok=True)
+        return merged
+
+
+def _matches(stored: StoredFilter, data_file: DataFile) -> bool:
+    return stored.meta.get("size") == data_file.size and stored.meta.get("mtime_ns") == data_file.mtime_ns
+
+
+def _probe(covered: dict[str, list[StoredFilter]], keys: np.ndarray) -> dict[str, bool]:
+    """For each covered file, whether any of its filters may hold any key."""
+    hits = dict.fromkeys(covered, False)
+    if not len(keys):
+        return hits
+    groups: dict[tuple[int, str], list[tuple[str, StoredFilter]]] = {}
+    for path, filters in covered.items():
+        for stored in filters:
+            groups.setdefault((id(stored.segment), stored.filter.kind), []).append((path, stored))
+    for (_, kind), members in groups.items():
+        if kind == "exact":
+            for path, stored in members:
+                hits[path] = hits[path] or bool(stored.filter.might_contain(keys).any())
+            continue
+        dtype = members[0][1].filter.table.dtype
+        base = np.frombuffer(members[0][1].segment.buffer, dtype=np.uint8)
+        base = base[: len(base) - len(base) % dtype.itemsize].view(dtype)
+        step = max(1, _PROBE_CHUNK // len(keys))
+        for start in range(0, len(members), step):
+            chunk = members[start : start + step]
+            pending = [(path, stored) for path, stored in chunk if not hits[path]]
+            if not pending:
+                continue
+            shape = np.array([stored.filter.fuse_shape() for _, stored in pending], dtype=np.uint64).T
+            offsets = np.array([stored.offset // dtype.itemsize for _, stored in pending], dtype=np.int64)
+            found = probe_fuse(base, offsets, shape[0], shape[1], shape[2], keys).any(axis=1)
+            for (path, _), hit in zip(pending, found, strict=True):
+                hits[path] = hits[path] or bool(hit)
+    return hits
+
+
+def staging_folder(root: Path, write_id: str) -> Path:
+    return Path(root) / INDEX_DIR / STAGING_DIR / write_id
+
+
+def relative_files(root: Path, paths: Sequence[str]) -> list[str]:
+    """Absolute or `file:` paths of files under `root`, relative to it."""
+    root = Path(root).absolute()
+    out = []
+    for path in paths:
+        local = path.removeprefix("file:").removeprefix("//")
+        out.append(Path(local).absolute().relative_to(root).as_posix())
+    return out

@@ -1,0 +1,297 @@
+"""Access and delete requests over datasets, one pass per dataset for a whole batch of requests.
+
+Access: matched rows go to `<egress>/<request>/<dataset>/` as JSON lines, with a `receipt.json`
+per request (datasets, files considered/skipped/read, rows found, timings — no record values).
+
+Delete is copy-on-write, file by file, and safe to kill at any point:
+  1. search — which files hold matching rows, and how many each (Spark, exact);
+  2. stage — every such file is rewritten without those rows into a staging folder, by one
+     indexed write (so the new files come with their filters), each file read by one task;
+  3. verify — each staged file has exactly its original's rows minus the removed ones, and a
+     fresh search of the staged files finds nothing;
+  4. index — the new filters go into the dataset's index, bound to the original names with the
+     staged files' size and modification time (they match only once the swap is done);
+  5. swap — each staged file is renamed over its original (atomic: a reader sees the old file or
+     the new one), and a file left with no rows is removed;
+  6. clean — the staging folder goes, the index is compacted.
+A run that dies anywhere leaves every data file either old or new. Running the request again
+starts from a fresh search — files already swapped no longer match — and finishes the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tracelake.model import fingerprint, utcnow
+from tracelake.privacy.index import DataFile, DatasetIndex, list_data_files, staging_folder
+from tracelake.privacy.search import (
+    MATCHED_IDS,
+    REQUESTS,
+    SOURCE_FILE,
+    Batch,
+    Dataset,
+    DatasetScan,
+    RequestError,
+    find,
+    holds_any,
+    matches,
+    plan_scan,
+    read_files,
+    whole_files,
+)
+from tracelake.privacy.writer import write
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Step = Callable[[str], None]
+_REQUEST_COLUMN = "_tracelake_request"
+_FILE_NUMBER = "_tracelake_n"
+
+
+class DeleteError(RuntimeError):
+    """A rewrite that failed its checks; nothing of that dataset was swapped."""
+
+
+@dataclass
+class Receipt:
+    """What a request did, for its requester and the audit trail: counts and times, never values."""
+
+    request: str
+    kind: Literal["access", "delete"]
+    started_at: str
+    datasets: list[DatasetScan] = field(default_factory=list)
+    rows: int = 0  # found (access) or removed (delete)
+    files_rewritten: int = 0
+    files_removed: int = 0
+    seconds: float = 0.0
+    egress: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def access(
+    spark: SparkSession, batch: Batch, datasets: Sequence[Dataset], egress: Path | str
+) -> dict[str, Receipt]:
+    """Export every request's records from `datasets` under `egress`; a receipt per request."""
+    started, clock = utcnow().isoformat(), time.perf_counter()
+    receipts = {r: Receipt(r, "access", started) for r in batch.ids_by_request}
+    egress = Path(egress).absolute()
+    for dataset in datasets:
+        found, scan, _ = find(spark, dataset, batch)
+        read_started = time.perf_counter()
+        per_request = {}
+        if found is not None:
+            per_request = _export(found, egress, dataset)
+        scan.scan_seconds = time.perf_counter() - read_started
+        for request, receipt in receipts.items():
+            rows = per_request.get(request, 0)
+            receipt.datasets.append(_scan_with_rows(scan, rows))
+            receipt.rows += rows
+    for request, receipt in receipts.items():
+        receipt.seconds = time.perf_counter() - clock
+        folder = egress / request
+        folder.mkdir(parents=True, exist_ok=True)
+        receipt.egress = str(folder)
+        (folder / "receipt.json").write_text(json.dumps(receipt.to_json(), indent=2))
+    return receipts
+
+
+def _export(found: Any, egress: Path, dataset: Dataset) -> dict[str, int]:
+    """Write matched rows as JSON lines per request; rows written per request."""
+    from pyspark.sql import functions as F
+
+    staging = egress / f"_staging-{fingerprint(str(dataset.root), str(time.time_ns()))}"
+    rows = found.withColumn(_REQUEST_COLUMN, F.explode(REQUESTS)).drop(MATCHED_IDS, REQUESTS)
+    rows.write.partitionBy(_REQUEST_COLUMN).json(str(staging))
+    counts: dict[str, int] = {}
+    name = dataset_slug(dataset.root)
+    for folder in sorted(staging.glob(f"{_REQUEST_COLUMN}=*")):
+        request = folder.name.split("=", 1)[1]
+        target = egress / request / name
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(folder, target)
+        counts[request] = sum(_count_lines(part) for part in target.glob("part-*"))
+    shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+def delete(
+    spark: SparkSession,
+    batch: Batch,
+    datasets: Sequence[Dataset],
+    *,
+    fpp: float | None = None,
+    step: Step | None = None,
+) -> dict[str, Receipt]:
+    """Erase every request's records from `datasets`; a receipt per request.
+
+    `step` is called with each step's name as it begins ("search", "stage", "verify", "index",
+    "swap", "swapped <file>", "clean"), for progress reports — and for tests to cut a run short.
+    """
+    started, clock = utcnow().isoformat(), time.perf_counter()
+    receipts = {r: Receipt(r, "delete", started) for r in batch.ids_by_request}
+    for dataset in datasets:
+        _delete_from(spark, batch, dataset, receipts, fpp, step or (lambda _: None))
+    for receipt in receipts.values():
+        receipt.seconds = time.perf_counter() - clock
+    return receipts
+
+
+def _delete_from(
+    spark: SparkSession,
+    batch: Batch,
+    dataset: Dataset,
+    receipts: dict[str, Receipt],
+    fpp: float | None,
+    step: Step,
+) -> None:
+    from pyspark.sql import functions as F
+
+    root = dataset.root
+    staging = staging_folder(root, f"delete-{fingerprint(*sorted(batch.ids_by_request))}")
+    shutil.rmtree(staging, ignore_errors=True)  # what a run that died left behind
+    step("search")
+    files = list_data_files(root)
+    plan = plan_scan(dataset, batch, files)
+    scan = DatasetScan.of(plan)
+    clock = time.perf_counter()
+    removed: dict[str, int] = {}  # relative path -> rows to remove
+    per_request: dict[str, int] = {}
+    if plan.candidates:
+        source = read_files(spark, dataset, plan, with_partitions=False).withColumn(
+            SOURCE_FILE, F.input_file_name()
+        )
+        counted = matches(spark, source, dataset.identity, batch).groupBy(SOURCE_FILE, REQUESTS).count()
+        uris: dict[str, str] = {}
+        for row in counted.collect():
+            relative = _relative(root, row[SOURCE_FILE])
+            uris[relative] = row[SOURCE_FILE]
+            removed[relative] = removed.get(relative, 0) + row["count"]
+            for request in row[REQUESTS]:
+                per_request[request] = per_request.get(request, 0) + row["count"]
+    if removed:
+        _rewrite(spark, batch, dataset, files, removed, uris, staging, fpp, step)
+    scan.scan_seconds = time.perf_counter() - clock
+    step("clean")
+    shutil.rmtree(staging, ignore_errors=True)
+    DatasetIndex.load(root).compact()
+    emptied = sum(1 for path in removed if not (root / path).exists())
+    for request, receipt in receipts.items():
+        rows = per_request.get(request, 0)
+        receipt.datasets.append(_scan_with_rows(scan, rows))
+        receipt.rows += rows
+        receipt.files_rewritten += len(removed) - emptied
+        receipt.files_removed += emptied
+
+
+def _rewrite(
+    spark: SparkSession,
+    batch: Batch,
+    dataset: Dataset,
+    files: dict[str, DataFile],
+    removed: dict[str, int],
+    uris: dict[str, str],
+    staging: Path,
+    fpp: float | None,
+    step: Step,
+) -> None:
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    root = dataset.root
+    targets = sorted(removed)
+    step("stage")
+    numbers = F.map_from_arrays(F.lit([uris[path] for path in targets]), F.lit(list(range(len(targets)))))
+    with whole_files(spark, {path: files[path] for path in targets}):
+        source = spark.read.parquet(*[str(root / path) for path in targets])
+        kept = source.withColumn(_FILE_NUMBER, F.element_at(numbers, F.input_file_name())).where(
+            ~holds_any(source, dataset.identity, batch.ids)
+        )
+        options = {} if fpp is None else {"fpp": fpp}
+        write(
+            kept, staging, identity=dataset.identity, partition_by=[_FILE_NUMBER], mode="overwrite", **options
+        )
+
+    step("verify")
+    staged: dict[str, str | None] = dict.fromkeys(targets)
+    for relative in list_data_files(staging):
+        number = int(relative.split("/", 1)[0].split("=", 1)[1])
+        if staged[targets[number]] is not None:
+            raise DeleteError(f"{targets[number]} was rewritten into more than one file; nothing swapped")
+        staged[targets[number]] = relative
+    for path, new in staged.items():
+        expected = pq.read_metadata(root / path).num_rows - removed[path]
+        actual = 0 if new is None else pq.read_metadata(staging / new).num_rows
+        if actual != expected:
+            raise DeleteError(f"rewrite of {path} holds {actual} rows, not {expected}; nothing swapped")
+    rewritten = [str(staging / new) for new in staged.values() if new is not None]
+    if rewritten:
+        check = spark.read.parquet(*rewritten)
+        left = check.where(holds_any(check, dataset.identity, batch.ids)).count()
+        if left:
+            raise DeleteError(f"{left} matching rows remain in the rewritten files; nothing swapped")
+
+    step("index")
+    staged_index = DatasetIndex.load(staging).fresh(list_data_files(staging))
+    entries = []
+    for path, new in staged.items():
+        if new is None:
+            continue
+        stamp = DataFile.of(staging, new)
+        for stored in staged_index.get(new, []):
+            entries.append(
+                (
+                    stored.filter,
+                    DataFile(path, stamp.size, stamp.mtime_ns),
+                    str(stored.meta["column"]),
+                    int(stored.meta["rows"]),
+                )
+            )
+    DatasetIndex(root).write_segment(entries)
+
+    step("swap")
+    for path, new in staged.items():
+        original = root / path
+        (original.parent / f".{original.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum
+        if new is None:
+            original.unlink(missing_ok=True)
+        else:
+            os.replace(staging / new, original)
+        step(f"swapped {path}")
+
+
+def _relative(root: Path, uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    local = Path(unquote(urlparse(uri).path)) if "://" in uri or uri.startswith("file:") else Path(uri)
+    return local.relative_to(root).as_posix()
+
+
+def _scan_with_rows(scan: DatasetScan, rows: int) -> DatasetScan:
+    from dataclasses import replace
+
+    return replace(scan, rows=rows)
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+def dataset_slug(root: Path) -> str:
+    """A folder name for a dataset's records in an egress folder: its name and a short hash."""
+    return f"{root.name}-{fingerprint(str(root))[:8]}"
+
+
+__all__ = ["DeleteError", "Receipt", "RequestError", "access", "dataset_slug", "delete"]

@@ -1,0 +1,183 @@
+"""Finding a batch of users' records in datasets: the index picks files, Spark matches exactly.
+
+`Search` runs one pass per dataset for every id of a batch: the dataset's identity index rules
+out the files that cannot hold any id (`DatasetIndex.plan`), Spark reads the rest and keeps the
+rows where some id of an identity column — at any depth of an identity map — is in the batch.
+The batch's ids travel as one literal set (Spark turns `IN` into a hash set), so 10,000 ids
+cost one pass, not 10,000. Each matched row carries the ids it matched and the requests they
+belong to; access requests export those rows, delete requests rewrite the files holding them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracelake.privacy.filters import hash_ids
+from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns
+from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+MATCHED_IDS = "_tracelake_ids"
+REQUESTS = "_tracelake_requests"
+SOURCE_FILE = "_tracelake_file"
+
+
+class RequestError(ValueError):
+    """A request that cannot run as asked: no ids, an unknown dataset, no identity columns."""
+
+
+@dataclass
+class DatasetScan:
+    """What one pass over one dataset read and found (counts and times only, never values)."""
+
+    dataset: str
+    files: int
+    skipped: int
+    read: int
+    unindexed: int
+    full_scan: bool
+    rows: int = 0
+    probe_seconds: float = 0.0
+    scan_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, plan: ScanPlan) -> DatasetScan:
+        return cls(
+            str(plan.root),
+            plan.files,
+            plan.skipped,
+            len(plan.candidates),
+            len(plan.unindexed),
+            plan.full_scan,
+            probe_seconds=plan.probe_seconds,
+        )
+
+
+@dataclass
+class Batch:
+    """The ids of one or more requests, searched together."""
+
+    ids_by_request: dict[str, list[str]]
+    requests_by_id: dict[str, list[str]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.ids_by_request:
+            raise RequestError("no request to run")
+        self.requests_by_id = {}
+        for request, ids in self.ids_by_request.items():
+            clean = [str(value).strip() for value in ids if str(value).strip()]
+            if not clean:
+                raise RequestError(f"request {request} has no user id")
+            self.ids_by_request[request] = clean
+            for value in clean:
+                self.requests_by_id.setdefault(value, []).append(request)
+
+    @property
+    def ids(self) -> list[str]:
+        return sorted(self.requests_by_id)
+
+
+@dataclass
+class Dataset:
+    """A dataset a request covers: its root folder and the columns that hold identities."""
+
+    root: Path
+    identity: list[str]
+
+    @classmethod
+    def resolve(cls, path: str | Path, identity: Sequence[str] = ()) -> Dataset:
+        root = Path(path).absolute()
+        if not root.is_dir():
+            raise RequestError(f"dataset {root} does not exist (or is not a folder)")
+        columns = list(identity) or sorted(DatasetIndex.load(root).columns())
+        if not columns:
+            raise RequestError(
+                f"dataset {root} has no identity index and no identity columns were given; "
+                "index it (`tracelake privacy index`) or name its identity columns"
+            )
+        return cls(root, columns)
+
+
+def matches(spark: SparkSession, df: DataFrame, identity: Sequence[str], batch: Batch) -> DataFrame:
+    """The rows of `df` holding any id of `batch`, with the ids and requests they matched."""
+    from pyspark.sql import functions as F
+
+    columns = check_identity_columns(df.schema, identity)
+    wanted = batch.ids
+    requests = F.map_from_arrays(
+        F.lit(wanted), F.lit([sorted(batch.requests_by_id[value]) for value in wanted])
+    )
+    found = df.withColumn(
+        MATCHED_IDS, F.filter(all_row_ids(df.schema, columns), lambda value: value.isin(wanted))
+    ).where(F.size(MATCHED_IDS) > 0)
+    return found.withColumn(
+        REQUESTS,
+        F.array_distinct(F.flatten(F.transform(MATCHED_IDS, lambda value: F.element_at(requests, value)))),
+    )
+
+
+def holds_any(df: DataFrame, identity: Sequence[str], ids: Sequence[str]) -> Column:
+    """True for the rows of `df` that hold any of `ids` in an identity column."""
+    from pyspark.sql import functions as F
+
+    columns = check_identity_columns(df.schema, identity)
+    return F.exists(all_row_ids(df.schema, columns), lambda value: value.isin(list(ids)))
+
+
+def plan_scan(dataset: Dataset, batch: Batch, files: dict[str, DataFile] | None = None) -> ScanPlan:
+    index = DatasetIndex.load(dataset.root)
+    return index.plan(hash_ids(batch.ids), columns=dataset.identity, files=files)
+
+
+def read_files(
+    spark: SparkSession, dataset: Dataset, plan: ScanPlan, *, with_partitions: bool = True
+) -> DataFrame:
+    """The plan's files as one DataFrame (the whole dataset when the plan says full scan)."""
+    reader = spark.read
+    if plan.full_scan:
+        return reader.parquet(str(dataset.root))
+    if with_partitions:
+        reader = reader.option("basePath", str(dataset.root))
+    return reader.parquet(*[str(dataset.root / path) for path in plan.candidates])
+
+
+def find(
+    spark: SparkSession, dataset: Dataset, batch: Batch
+) -> tuple[DataFrame | None, DatasetScan, ScanPlan]:
+    """The matching rows of one dataset (None when no file can hold any id) and the scan's counts."""
+    plan = plan_scan(dataset, batch)
+    scan = DatasetScan.of(plan)
+    if not plan.candidates:
+        return None, scan, plan
+    return matches(spark, read_files(spark, dataset, plan), dataset.identity, batch), scan, plan
+
+
+@contextmanager
+def whole_files(spark: SparkSession, files: Mapping[str, DataFile]) -> Iterator[None]:
+    """Spark reads each of `files` in one task (no split), for jobs that handle files whole."""
+    key = "spark.sql.files.maxPartitionBytes"
+    largest = max((data_file.size for data_file in files.values()), default=0)
+    previous = spark.conf.get(key)
+    spark.conf.set(key, str(max(largest + 1, 128 * 1024 * 1024)))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous)
+
+
+__all__ = [
+    "Batch",
+    "Dataset",
+    "DatasetScan",
+    "IdentityError",
+    "RequestError",
+    "find",
+    "holds_any",
+    "matches",
+]

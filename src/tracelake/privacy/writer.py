@@ -1,0 +1,363 @@
+"""Indexed writes: Parquet data files and their identity filters from one Spark job.
+
+`write(df, path, identity=[...])` is `df.write.parquet(path)` plus, in the same job, one identity
+filter per data file per identity column — no second scan of the data. Spark's own Parquet
+writer writes the rows; an Arrow UDF placed just below it (`_sink`) is sent only the hashes of
+each row's ids (computed in the JVM) and the row's partition values, collects them per
+(task, partition) while the rows stream through, and when its task's input ends builds the
+filters and writes them to a staging segment. After the job the driver binds each new data file
+to its filters by the task number and partition folder in the file's name (Spark names files
+`part-<task>-<job uuid>…`) and checks the row count in its footer; then it writes one segment for
+the whole write. A file that cannot be bound for certain gets no filter — it stays readable and
+is always scanned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import shutil
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
+
+from tracelake.privacy.filters import DEFAULT_FPP, fingerprint_bits
+from tracelake.privacy.identity import IdentityError, check_identity_columns, row_hashes
+from tracelake.privacy.index import (
+    DataFile,
+    DatasetIndex,
+    list_data_files,
+    staging_folder,
+)
+from tracelake.privacy.segments import SUFFIX, StoredFilter, read_segment
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+logger = logging.getLogger("tracelake.privacy")
+
+_SINK_COLUMN = "_tracelake_indexed"
+_TASK_IN_NAME = re.compile(r"^part-(\d{5})-")
+_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass
+class WriteReport:
+    """What an indexed write wrote."""
+
+    path: Path
+    files: int  # data files the write added
+    indexed: int  # of which bound to their filters
+    unindexed: list[str] = field(default_factory=list)  # added but left without filters
+    distinct_ids: dict[str, int] = field(default_factory=dict)  # per identity column, summed over files
+    index_bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def bits_per_id(self) -> float:
+        ids = sum(self.distinct_ids.values())
+        return 8.0 * self.index_bytes / ids if ids else 0.0
+
+
+def write(
+    df: DataFrame,
+    path: str | Path,
+    *,
+    identity: Sequence[str],
+    partition_by: Sequence[str] = (),
+    mode: Literal["append", "overwrite"] = "append",
+    fpp: float = DEFAULT_FPP,
+) -> WriteReport:
+    """Write `df` as Parquet under `path` with identity filters for the `identity` columns."""
+    started = time.perf_counter()
+    fingerprint_bits(fpp)  # a bad rate fails here, before any data moves
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    columns = check_identity_columns(df.schema, identity)
+    partitions = _check_partitions(df, partition_by, columns)
+    root = Path(path).absolute()
+    staging = staging_folder(root, uuid.uuid4().hex)
+    before = set(list_data_files(root)) if root.is_dir() else set()
+
+    from pyspark.sql import functions as F
+
+    partition_key = F.to_json(F.array(*[F.col(f"`{name}`").cast("string") for name in partitions]))
+    try:
+        marked = _mark(df, staging, columns, partition_key, fpp)
+        (
+            marked.write.mode(mode)
+            .partitionBy(*partitions)
+            .option("maxRecordsPerFile", 0)  # one file per (task, partition): how files are bound
+            .parquet(str(root))
+        )
+        added = {name: stamp for name, stamp in list_data_files(root).items() if name not in before}
+        slots = {_slot_of(name): name for name in added}
+        report = _bind(root, staging, added, columns, lambda task, group: slots.get((task, _values(group))))
+    finally:
+        _remove_staging(staging)
+    DatasetIndex.load(root).compact()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def build_index(
+    spark: SparkSession, path: str | Path, *, identity: Sequence[str], fpp: float = DEFAULT_FPP
+) -> WriteReport:
+    """Index the data files of a Parquet dataset written by anyone: those with no fresh filter.
+
+    One Spark job reads only the identity columns of those files, each file whole in one task,
+    and the same sink as `write` builds their filters. Files already indexed are left alone, so
+    running it again after new files arrive (or old ones were rewritten) refreshes the index.
+    """
+    from pyspark.sql import functions as F
+
+    from tracelake.privacy.search import whole_files
+
+    started = time.perf_counter()
+    fingerprint_bits(fpp)
+    root = Path(path).absolute()
+    files = list_data_files(root)
+    todo = {
+        name: stamp
+        for name, stamp in files.items()
+        if name not in DatasetIndex.load(root).fresh(files, identity)
+    }
+    report = WriteReport(root, 0, 0)
+    if todo:
+        staging = staging_folder(root, f"index-{uuid.uuid4().hex}")
+        try:
+            with whole_files(spark, todo):
+                df = spark.read.parquet(*[str(root / name) for name in todo])
+                columns = check_identity_columns(df.schema, identity)
+                marked = _mark(
+                    df.select(*[f"`{c}`" for c in columns]), staging, columns, F.input_file_name(), fpp
+                )
+                marked.count()
+            by_uri = {str((root / name).as_uri()): name for name in todo}
+            report = _bind(root, staging, todo, columns, lambda _task, uri: by_uri.get(_normal_uri(uri)))
+        finally:
+            _remove_staging(staging)
+    DatasetIndex.load(root).compact(force=bool(todo))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _mark(df: DataFrame, staging: Path, columns: Sequence[str], group: Column, fpp: float) -> DataFrame:
+    """`df`, its rows unchanged, with the sink seeing each row's group and id hashes on the way."""
+    from pyspark.sql import functions as F
+
+    sink = _sink(str(staging), columns, fpp)
+    hashes = [row_hashes(df.schema, column) for column in columns]
+    marked = df.select("*", sink(group, *hashes).alias(_SINK_COLUMN))
+    return marked.where(F.col(_SINK_COLUMN)).drop(_SINK_COLUMN)
+
+
+def _remove_staging(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        staging.parent.rmdir()  # the shared staging folder, once no write is using it
+
+
+def _normal_uri(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(uri).path)).as_uri()
+
+
+def _check_partitions(df: DataFrame, partition_by: Sequence[str], identity: Sequence[str]) -> list[str]:
+    names = {name.lower(): name for name in df.schema.fieldNames()}
+    found = []
+    for column in partition_by:
+        name = names.get(column.lower())
+        if name is None:
+            raise IdentityError(f"partition column {column!r} is not in the data")
+        if name in identity:
+            raise IdentityError(f"{name!r} cannot be both an identity and a partition column")
+        found.append(name)
+    return found
+
+
+def _sink(staging: str, columns: Sequence[str], fpp: float) -> Any:
+    """The Arrow UDF that collects each task's id hashes and writes its filters when input ends.
+
+    It returns True for every row. It is nondeterministic so the optimizer neither merges it
+    with the user's own filters nor moves it: it must see exactly the rows that are written.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import ArrowUDFType
+
+    def collect(batches: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+        import numpy as np
+        import pyarrow as pa
+
+        collector = _TaskFilters(staging, columns, fpp)
+        for arrays in batches:
+            collector.add(arrays[0], arrays[1:])
+            yield pa.array(np.ones(len(arrays[0]), dtype=bool))
+        collector.finish()
+
+    with warnings.catch_warnings():  # it prefers type hints, which cannot say "any number of columns"
+        warnings.simplefilter("ignore", UserWarning)
+        return F.arrow_udf(collect, "boolean", ArrowUDFType.SCALAR_ITER).asNondeterministic()
+
+
+class _TaskFilters:
+    """One task's id hashes, per group and column, until its input ends (runs on executors).
+
+    A group is the rows bound for one data file: a write's partition values (Spark's JSON text
+    of them), or an index build's input file.
+    """
+
+    # Past this many held hashes a group's are deduplicated in place, bounding a big task's memory.
+    _COMPACT_AT = 4_000_000
+
+    def __init__(self, staging: str, columns: Sequence[str], fpp: float) -> None:
+        self.staging = staging
+        self.columns = list(columns)
+        self.fpp = fpp
+        self.hashes: dict[tuple[str, str], list[Any]] = {}
+        self.held: dict[tuple[str, str], int] = {}
+        self.rows: dict[str, int] = {}
+
+    def add(self, group_keys: Any, hash_lists: Sequence[Any]) -> None:
+        import pyarrow.compute as pc
+
+        keys = group_keys.unique()
+        groups = (
+            [(keys[0].as_py(), None)]
+            if len(keys) == 1
+            else [(key.as_py(), pc.equal(group_keys, key)) for key in keys]
+        )
+        for key, mask in groups:
+            rows = len(group_keys) if mask is None else int(pc.sum(mask).as_py())
+            self.rows[key] = self.rows.get(key, 0) + rows
+            for column, lists in zip(self.columns, hash_lists, strict=True):
+                chosen = lists if mask is None else lists.filter(mask)
+                self._hold((key, column), chosen.flatten())
+
+    def _hold(self, slot: tuple[str, str], values: Any) -> None:
+        from tracelake.privacy.filters import as_keys
+
+        keys = as_keys(values.drop_null().to_numpy(zero_copy_only=False))
+        self.hashes.setdefault(slot, []).append(keys)
+        self.held[slot] = self.held.get(slot, 0) + len(keys)
+        if self.held[slot] > self._COMPACT_AT:
+            import numpy as np
+
+            from tracelake.privacy.filters import distinct
+
+            merged = distinct(np.concatenate(self.hashes[slot]))
+            self.hashes[slot] = [merged]
+            self.held[slot] = len(merged)
+
+    def finish(self) -> None:
+        import numpy as np
+        from pyspark import TaskContext
+
+        from tracelake.privacy.filters import IdentityFilter
+        from tracelake.privacy.segments import SegmentWriter
+
+        if not self.rows:
+            return
+        context = TaskContext.get()
+        task, attempt = context.partitionId(), context.attemptNumber()
+        name = f"task-{task:05d}-{attempt}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+        with SegmentWriter(Path(self.staging) / name) as writer:
+            for key, rows in self.rows.items():
+                for column in self.columns:
+                    chunks = self.hashes.get((key, column), [])
+                    keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+                    writer.add(
+                        IdentityFilter.build(keys, self.fpp),
+                        task=task,
+                        attempt=attempt,
+                        group=key,
+                        column=column,
+                        rows=rows,
+                    )
+
+
+def _read_staging(staging: Path) -> dict[tuple[int, str], dict[str, StoredFilter]]:
+    """The filters the tasks staged, by (task, group) and column; a retried task's last attempt wins."""
+    found: dict[tuple[int, str], dict[str, StoredFilter]] = {}
+    for path in sorted(staging.glob(f"*{SUFFIX}")) if staging.is_dir() else []:
+        for stored in read_segment(path).filters:
+            meta = stored.meta
+            kept = found.setdefault((int(meta["task"]), str(meta["group"])), {})
+            current = kept.get(meta["column"])
+            if current is None or int(current.meta["attempt"]) <= int(meta["attempt"]):
+                kept[meta["column"]] = stored
+    return found
+
+
+def _bind(
+    root: Path,
+    staging: Path,
+    added: dict[str, DataFile],
+    columns: Sequence[str],
+    file_of: Callable[[int, str], str | None],
+) -> WriteReport:
+    """One segment binding each added data file to its staged filters, where that is certain.
+
+    `file_of(task, group)` names the data file a task's group went to. A file gets filters only
+    if exactly one group went to it, with a filter for every column and its footer's row count.
+    """
+    import pyarrow.parquet as pq
+
+    groups: dict[str, list[dict[str, StoredFilter]]] = {}
+    for (task, group), filters in _read_staging(staging).items():
+        name = file_of(task, group)
+        if name is not None:
+            groups.setdefault(name, []).append(filters)
+    report = WriteReport(root, len(added), 0)
+    entries = []
+    for relative, data_file in sorted(added.items()):
+        found = groups.get(relative, [])
+        filters = found[0] if len(found) == 1 else {}
+        rows = pq.read_metadata(root / relative).num_rows
+        if set(filters) != set(columns) or any(int(s.meta["rows"]) != rows for s in filters.values()):
+            report.unindexed.append(relative)
+            continue
+        report.indexed += 1
+        for column, stored in sorted(filters.items()):
+            entries.append((stored.filter, data_file, column, rows))
+            report.distinct_ids[column] = report.distinct_ids.get(column, 0) + stored.filter.keys
+            report.index_bytes += stored.filter.nbytes
+    if report.unindexed:
+        logger.warning(
+            "%d of %d data files under %s could not be bound to identity filters; "
+            "they will always be scanned",
+            len(report.unindexed),
+            len(added),
+            root,
+        )
+    DatasetIndex(root).write_segment(entries)
+    return report
+
+
+def _values(group: str) -> tuple[str | None, ...]:
+    """A write's group is Spark's JSON text of the row's partition values."""
+    return tuple(json.loads(group))
+
+
+def _slot_of(relative: str) -> tuple[int, tuple[str | None, ...]] | None:
+    """(task, partition key) of a file Spark wrote: its task from the name, partition from folders."""
+    *folders, name = relative.split("/")
+    match = _TASK_IN_NAME.match(name)
+    if not match:
+        return None
+    values: list[str | None] = []
+    for folder in folders:
+        _, equals, value = folder.partition("=")
+        if not equals:
+            return None
+        text = unquote(value)
+        values.append(None if text == _NULL_PARTITION else text)
+    return int(match.group(1)), tuple(values)
