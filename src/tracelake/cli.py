@@ -83,8 +83,7 @@ DbOption = Annotated[
 
 
 def open_service(db: str | None) -> Tracelake:
-    url = db if db is None or "://" in db else f"sqlite:///{db}"
-    return Tracelake(LineageStore(url))
+    return Tracelake(LineageStore(db))
 
 
 def parse_time(text: str | None, option: str) -> datetime | None:
@@ -404,6 +403,12 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
         out.print(nodes)
         out.print(edge_table(view.edges, title="edges"))
         out.print(f"{len(view.nodes)} nodes, {len(view.edges)} edges", highlight=False)
+
+
+# The privacy commands use the helpers above, so they are registered once those exist.
+from tracelake.cli_privacy import privacy_app  # noqa: E402
+
+app.add_typer(privacy_app, name="privacy")
 
 
 def main() -> None:  # pragma: no cover - the console script entry point

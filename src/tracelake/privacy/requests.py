@@ -121,6 +121,8 @@ def _export(found: Any, egress: Path, dataset: Dataset) -> dict[str, int]:
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(folder, target)
+        for clutter in [*target.glob(".*.crc"), *target.glob("_SUCCESS")]:
+            clutter.unlink()
         counts[request] = sum(_count_lines(part) for part in target.glob("part-*"))
     shutil.rmtree(staging, ignore_errors=True)
     return counts

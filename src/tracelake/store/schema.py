@@ -102,6 +102,39 @@ store_state = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
+# Privacy requests: a queue with states, and an append-only audit trail. A request's user ids
+# are kept (`subject`) only while it is open; once it ends only their fingerprint stays.
+privacy_requests = sa.Table(
+    "privacy_requests",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # access | delete
+    sa.Column("requester", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # pending | running | done | failed
+    sa.Column("subject", sa.JSON, nullable=True),  # the ids, while the request is open
+    sa.Column("subject_fingerprint", sa.String(64), nullable=False),
+    sa.Column("id_count", sa.Integer, nullable=False),
+    sa.Column("datasets", sa.JSON, nullable=True),  # restricted to these; NULL = every target
+    sa.Column("submitted_at", sa.BigInteger, nullable=False),
+    sa.Column("started_at", sa.BigInteger),
+    sa.Column("ended_at", sa.BigInteger),
+    sa.Column("error", sa.Text),
+    sa.Column("receipt", sa.JSON),  # counts and timings, never record values
+)
+sa.Index("ix_privacy_requests_status", privacy_requests.c.status, privacy_requests.c.kind)
+
+privacy_audit = sa.Table(
+    "privacy_audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.String(64), nullable=False),
+    sa.Column("event", sa.String(32), nullable=False),  # submitted | started | done | failed
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("requester", sa.String(200), nullable=False),
+    sa.Column("details", sa.JSON),  # datasets, files rewritten, rows removed/found, error class
+)
+sa.Index("ix_privacy_audit_request", privacy_audit.c.request_id)
+
 MICROS = 1_000_000
 
 

@@ -51,11 +51,12 @@ NODE_TYPES = ("asset", "field", "process")
 
 def default_url() -> str:
     """`TRACELAKE_DB` (a SQLAlchemy URL or a file path), else `.tracelake/lineage.db`."""
-    configured = os.environ.get("TRACELAKE_DB", "").strip()
-    if configured and "://" in configured:
-        return configured
-    path = Path(configured) if configured else DEFAULT_DB_PATH
-    return f"sqlite:///{path}"
+    return as_url(os.environ.get("TRACELAKE_DB", "").strip() or str(DEFAULT_DB_PATH))
+
+
+def as_url(text: str) -> str:
+    """A store given as a SQLAlchemy URL or as the path of a SQLite file, as a URL."""
+    return text if "://" in text else f"sqlite:///{text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,7 @@ class LineageStore:
     """The lineage graph in a SQL database (SQLite by default, PostgreSQL in production)."""
 
     def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
-        self.url = url or default_url()
+        self.url = as_url(url) if url else default_url()
         sa_url = sa.make_url(self.url)
         if sa_url.get_backend_name() == "sqlite" and sa_url.database not in (None, "", ":memory:"):
             Path(sa_url.database).parent.mkdir(parents=True, exist_ok=True)
@@ -631,6 +632,17 @@ class LineageStore:
         )
         with self.engine.connect() as conn:
             return [_node_record(row) for row in conn.execute(query)]
+
+    def labelled(self, prefix: str) -> dict[str, tuple[str, ...]]:
+        """Nodes with a label starting with `prefix` (e.g. "identity."), and those labels."""
+        query = sa.select(s.nodes.c.urn, s.nodes.c.labels).where(s.nodes.c.labels.is_not(None))
+        found = {}
+        with self.engine.connect() as conn:
+            for urn, labels in conn.execute(query):
+                matching = tuple(label for label in labels or () if label.startswith(prefix))
+                if matching:
+                    found[urn] = matching
+        return found
 
     def find_urns(self, suffix: str, *, node_type: str | None = None, limit: int = 20) -> list[str]:
         """URNs that end with `suffix` (how a plain name typed by a user is matched)."""

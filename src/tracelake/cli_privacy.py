@@ -1,0 +1,328 @@
+"""`tracelake privacy …`: identity indexes, privacy targets, and access/delete requests.
+
+A thin typer layer over `tracelake.privacy`: each command parses its options, calls one
+operation and prints a table. Requests go through the store's queue, so a command line
+request and a batch run leave the same audit trail; `access`/`delete` queue and then run
+at once unless told `--queue-only`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tracelake.cli import DbOption, UserError, err, friendly_errors, out
+from tracelake.privacy.filters import DEFAULT_FPP
+from tracelake.privacy.identity import IdentityError
+from tracelake.privacy.queue import RequestQueue
+from tracelake.privacy.runner import MAX_IDS, RunReport, SubJob, run_requests
+from tracelake.privacy.search import RequestError
+from tracelake.privacy.targets import declare, find_targets
+from tracelake.privacy.writer import build_index
+from tracelake.store import LineageStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+privacy_app = typer.Typer(
+    help="Identity indexes and GDPR/CCPA access and delete requests.", no_args_is_help=True
+)
+
+IdentityOption = Annotated[
+    list[str], typer.Option("--identity", "-i", help="An identity column (repeatable)")
+]
+UserOption = Annotated[str | None, typer.Option("--user", help="One user id")]
+UsersOption = Annotated[Path | None, typer.Option("--users", help="A file with one user id a line")]
+DatasetOption = Annotated[
+    list[str] | None, typer.Option("--dataset", help="Only this dataset (repeatable) [default: every target]")
+]
+RequesterOption = Annotated[str | None, typer.Option("--requester", help="Who asks [default: your login]")]
+EgressOption = Annotated[
+    Path, typer.Option("--egress", help="Where access requests write the records they find")
+]
+DEFAULT_EGRESS = Path(".tracelake") / "egress"
+MAX_ID_LENGTH = 1024
+
+
+@privacy_app.command("index")
+@friendly_errors
+def index_command(
+    path: Annotated[Path, typer.Argument(help="A Parquet dataset folder")],
+    identity: IdentityOption,
+    fpp: Annotated[float, typer.Option(help="Target false-positive rate of the filters")] = DEFAULT_FPP,
+) -> None:
+    """Build identity filters for a Parquet dataset's files that have none (or a stale one)."""
+    with _spark() as spark, _user_errors():
+        report = build_index(spark, path, identity=identity, fpp=fpp)
+    table = Table(title=f"identity index of {report.path}")
+    for column in ("files indexed", "left unindexed", "distinct ids", "index bytes", "bits/id", "seconds"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(report.indexed),
+        str(len(report.unindexed)),
+        str(sum(report.distinct_ids.values())),
+        str(report.index_bytes),
+        f"{report.bits_per_id:.2f}",
+        f"{report.seconds:.1f}",
+    )
+    out.print(table)
+
+
+@privacy_app.command("declare")
+@friendly_errors
+def declare_command(
+    path: Annotated[Path, typer.Argument(help="A dataset folder")],
+    identity: IdentityOption,
+    db: DbOption = None,
+) -> None:
+    """Record that a dataset holds identities in these columns (a privacy target)."""
+    with LineageStore(db) as store, _user_errors():
+        target = declare(store, path, identity)
+    out.print(f"declared {target.asset} with identity columns {', '.join(target.identity)}")
+
+
+@privacy_app.command("targets")
+@friendly_errors
+def targets_command(db: DbOption = None) -> None:
+    """The datasets privacy requests cover: declared, or reached by identities through lineage."""
+    with LineageStore(db) as store:
+        targets = find_targets(store)
+    table = Table(title=f"{len(targets)} privacy targets")
+    for column in ("dataset", "identity columns", "searchable", "why"):
+        table.add_column(column)
+    for target in targets:
+        why = "declared" if target.declared else " → ".join(target.reason)
+        searchable = "yes" if target.path is not None else "no (not a file dataset)"
+        table.add_row(target.asset, ", ".join(target.identity), searchable, why)
+    out.print(table)
+
+
+@privacy_app.command("access")
+@friendly_errors
+def access_command(
+    user: UserOption = None,
+    users: UsersOption = None,
+    dataset: DatasetOption = None,
+    requester: RequesterOption = None,
+    egress: EgressOption = DEFAULT_EGRESS,
+    queue_only: Annotated[bool, typer.Option("--queue-only", help="Queue the requests, do not run")] = False,
+    db: DbOption = None,
+) -> None:
+    """Find and export every record of a user (or of each user of a file)."""
+    _submit_and_run("access", user, users, dataset, requester, egress, queue_only, db)
+
+
+@privacy_app.command("delete")
+@friendly_errors
+def delete_command(
+    user: UserOption = None,
+    users: UsersOption = None,
+    dataset: DatasetOption = None,
+    requester: RequesterOption = None,
+    queue_only: Annotated[bool, typer.Option("--queue-only", help="Queue the requests, do not run")] = False,
+    db: DbOption = None,
+) -> None:
+    """Erase every record of a user (or of each user of a file), rewriting only the files holding them."""
+    _submit_and_run("delete", user, users, dataset, requester, None, queue_only, db)
+
+
+@privacy_app.command("run")
+@friendly_errors
+def run_command(
+    kind: Annotated[str, typer.Argument(help="access or delete")],
+    egress: EgressOption = DEFAULT_EGRESS,
+    resume: Annotated[bool, typer.Option(help="Also take requests a run that died left running")] = False,
+    max_ids: Annotated[int, typer.Option(help="User ids per sub-job")] = MAX_IDS,
+    db: DbOption = None,
+) -> None:
+    """Run every queued request of a kind, in batches."""
+    with LineageStore(db) as store:
+        _run(store, kind, egress, resume=resume, max_ids=max_ids)
+
+
+@privacy_app.command("requests")
+@friendly_errors
+def requests_command(
+    status: Annotated[str | None, typer.Option(help="pending, running, done or failed")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many")] = 50,
+    db: DbOption = None,
+) -> None:
+    """Privacy requests, newest first."""
+    with LineageStore(db) as store, _user_errors():
+        requests = RequestQueue(store).list(status=status, limit=limit)
+    table = Table(title=f"{len(requests)} privacy requests")
+    for column in ("request", "kind", "status", "requester", "ids", "submitted", "rows", "error"):
+        table.add_column(column)
+    for request in requests:
+        rows = "" if request.receipt is None else str(request.receipt.get("rows", ""))
+        table.add_row(
+            request.id,
+            request.kind,
+            request.status,
+            request.requester,
+            str(request.id_count),
+            request.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
+            rows,
+            request.error or "",
+        )
+    out.print(table)
+
+
+@privacy_app.command("audit")
+@friendly_errors
+def audit_command(
+    request: Annotated[str | None, typer.Option("--request", help="One request's events")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many events")] = 100,
+    db: DbOption = None,
+) -> None:
+    """The audit trail of privacy requests: who asked what, when, and what it touched."""
+    with LineageStore(db) as store:
+        events = RequestQueue(store).audit(request, limit=limit)
+    table = Table(title=f"{len(events)} audit events")
+    for column in ("at", "request", "event", "requester", "details"):
+        table.add_column(column)
+    for event in events:
+        details = ", ".join(f"{key}={value}" for key, value in sorted(event.details.items()))
+        table.add_row(
+            event.at.strftime("%Y-%m-%d %H:%M:%S"), event.request_id, event.event, event.requester, details
+        )
+    out.print(table)
+
+
+def _submit_and_run(
+    kind: str,
+    user: str | None,
+    users: Path | None,
+    datasets: list[str] | None,
+    requester: str | None,
+    egress: Path | None,
+    queue_only: bool,
+    db: str | None,
+) -> None:
+    ids = _read_ids(user, users)
+    who = requester or getpass.getuser()
+    with LineageStore(db) as store, _user_errors():
+        queue = RequestQueue(store)
+        submitted = [queue.submit(kind, [value], requester=who, datasets=datasets) for value in ids]
+        out.print(f"queued {len(submitted)} {kind} request{'s' if len(submitted) != 1 else ''}")
+        if not queue_only:
+            _run(store, kind, egress or DEFAULT_EGRESS)
+
+
+def _run(
+    store: LineageStore, kind: str, egress: Path, *, resume: bool = False, max_ids: int = MAX_IDS
+) -> None:
+    if kind not in ("access", "delete"):
+        raise UserError(f"kind must be access or delete, not {kind!r}")
+    with (
+        _spark() as spark,
+        _user_errors(),
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+        ) as bar,
+    ):
+        task = bar.add_task(f"{kind} requests", total=None)
+
+        def advance(job: SubJob, number: int, total: int) -> None:
+            bar.update(task, total=total, completed=number - 1, description=f"{kind}: {job.ids} ids")
+
+        report = run_requests(
+            spark, store, kind, egress=egress, resume=resume, max_ids=max_ids, progress=advance
+        )
+        bar.update(task, completed=bar.tasks[0].total or 0)
+    _print_run(kind, report, egress)
+
+
+def _print_run(kind: str, report: RunReport, egress: Path) -> None:
+    if not report.done and not report.failed:
+        out.print(f"no {kind} request waiting")
+        return
+    table = Table(title=f"{kind} requests run")
+    for column in ("request", "status", "datasets", "files read", "files skipped", "rows", "seconds"):
+        table.add_column(column)
+    for request_id, receipt in report.receipts.items():
+        table.add_row(
+            request_id,
+            "done",
+            str(len(receipt.datasets)),
+            str(sum(scan.read for scan in receipt.datasets)),
+            str(sum(scan.skipped for scan in receipt.datasets)),
+            str(receipt.rows),
+            f"{receipt.seconds:.1f}",
+        )
+    for request_id, error in report.failed.items():
+        table.add_row(request_id, f"[red]failed[/red]: {error}", "", "", "", "", "")
+    out.print(table)
+    if kind == "access" and report.done:
+        out.print(f"records and receipts under {egress.absolute()}/<request>/")
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _read_ids(user: str | None, users: Path | None) -> list[str]:
+    """The ids asked for: --user, or the lines of --users (blank lines skipped)."""
+    if (user is None) == (users is None):
+        raise UserError("give either --user ID or --users FILE")
+    if user is not None:
+        if not user.strip():
+            raise UserError("--user is empty")
+        return [user.strip()]
+    assert users is not None
+    if not users.is_file():
+        raise UserError(f"no such file: {users}")
+    ids = []
+    try:
+        text = users.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{users}: not UTF-8 text (byte {error.start})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        value = line.strip()
+        if not value:
+            continue
+        if len(value) > MAX_ID_LENGTH or "\x00" in value:
+            raise UserError(f"{users}:{number}: not a user id (over {MAX_ID_LENGTH} characters or binary)")
+        ids.append(value)
+    if not ids:
+        raise UserError(f"{users} holds no user id")
+    return list(dict.fromkeys(ids))
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    try:
+        yield
+    except (RequestError, IdentityError, ValueError) as error:
+        raise UserError(str(error)) from None
+
+
+@contextmanager
+def _spark() -> Iterator[SparkSession]:
+    """A local Spark session for one command (`local[*]`, quiet), stopped at the end."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
+        .appName("tracelake-privacy")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
