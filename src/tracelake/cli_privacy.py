@@ -310,9 +310,13 @@ def _user_errors() -> Iterator[None]:
 
 @contextmanager
 def _spark() -> Iterator[SparkSession]:
-    """A local Spark session for one command (`local[*]`, quiet), stopped at the end."""
+    """The running Spark session, or a local one for this command (`local[*]`, quiet, then stopped)."""
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
