@@ -119,7 +119,7 @@ class IdentityFilter:
         kind = params["kind"]
         if kind not in _TABLE_DTYPE:
             raise ValueError(f"unknown identity filter kind {kind!r}")
-        return cls(
+        made = cls(
             kind,
             int(params["keys"]),
             np.frombuffer(buffer, dtype=_TABLE_DTYPE[kind]),
@@ -127,6 +127,13 @@ class IdentityFilter:
             int(params.get("segment_length", 0)),
             int(params.get("segment_count_length", 0)),
         )
+        step, span = made.segment_length, made.segment_count_length
+        # A probe must stay inside its own table: past its end lies the next filter's.
+        if kind != "exact" and (
+            step <= 0 or step & (step - 1) or span < 0 or span + 2 * step > len(made.table)
+        ):
+            raise ValueError(f"a {kind} filter's shape does not fit its {len(made.table)}-slot table")
+        return made
 
 
 _TABLE_DTYPE: dict[str, type[np.generic]] = {"fuse8": np.uint8, "fuse16": np.uint16, "exact": np.uint64}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -251,13 +251,3 @@ def _probe(covered: dict[str, list[StoredFilter]], keys: np.ndarray) -> dict[str
 
 def staging_folder(root: Path, write_id: str) -> Path:
     return Path(root) / INDEX_DIR / STAGING_DIR / write_id
-
-
-def relative_files(root: Path, paths: Sequence[str]) -> list[str]:
-    """Absolute or `file:` paths of files under `root`, relative to it."""
-    root = Path(root).absolute()
-    out = []
-    for path in paths:
-        local = path.removeprefix("file:").removeprefix("//")
-        out.append(Path(local).absolute().relative_to(root).as_posix())
-    return out

@@ -101,10 +101,10 @@ class SegmentWriter:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if kind is None:
-            self.close()
-        else:
+        if kind is not None:
             self.abort()
+        elif not self._out.closed:  # not already closed or aborted inside the block
+            self.close()
 
 
 def read_segment(path: Path) -> Segment:
@@ -122,16 +122,22 @@ def read_segment(path: Path) -> Segment:
         footer = json.loads(mapped[start : size - _TAIL.size])
     except ValueError as error:
         raise SegmentError(f"{path}: unreadable footer ({error})") from None
-    if footer.get("version") != 1:
-        raise SegmentError(f"{path}: segment version {footer.get('version')!r} is not supported")
+    version = footer.get("version") if isinstance(footer, dict) else None
+    if version != 1:
+        raise SegmentError(f"{path}: segment version {version!r} is not supported")
     segment = Segment(path, memoryview(mapped))
-    for entry in footer["entries"]:
-        offset, length = int(entry.pop("offset")), int(entry.pop("length"))
-        if offset + length > start:
-            raise SegmentError(f"{path}: a filter lies outside the data")
-        params = entry.pop("filter")
-        table = IdentityFilter.from_buffer(params, segment.buffer[offset : offset + length])
-        segment.filters.append(StoredFilter(segment, entry, table, offset))
+    try:
+        for entry in footer["entries"]:
+            offset, length = int(entry.pop("offset")), int(entry.pop("length"))
+            if offset < 0 or length < 0 or offset + length > start:
+                raise SegmentError(f"{path}: a filter lies outside the data")
+            params = entry.pop("filter")
+            table = IdentityFilter.from_buffer(params, segment.buffer[offset : offset + length])
+            segment.filters.append(StoredFilter(segment, entry, table, offset))
+    except SegmentError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise SegmentError(f"{path}: unreadable filter entry ({error!r})") from None
     return segment
 
 

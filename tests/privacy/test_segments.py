@@ -1,0 +1,221 @@
+"""Tests for index segments: many filters in one file, written atomically and read back safely.
+
+A segment must give back every filter with the metadata it was written with and the same answers,
+its tables 8-byte aligned in the file; it must appear under its final name only once complete and
+leave nothing behind when writing fails; and anything that is not a whole segment of a known
+version must be refused with `SegmentError`, which the index treats as "skip this segment".
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracelake.privacy.filters import IdentityFilter, hash_ids
+from tracelake.privacy.segments import (
+    MAGIC,
+    SUFFIX,
+    SegmentError,
+    SegmentWriter,
+    new_segment_path,
+    read_segment,
+)
+
+
+def random_keys(count: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 2**64, size=count, dtype=np.uint64, endpoint=False)
+
+
+def sample_filters() -> list[tuple[IdentityFilter, dict[str, object]]]:
+    return [
+        (
+            IdentityFilter.build(hash_ids(["u1", "u2", "u3"])),
+            {"file": "a.parquet", "column": "id", "rows": 3},
+        ),
+        (
+            IdentityFilter.build(random_keys(1001, seed=1)),
+            {"file": "b.parquet", "column": "id", "rows": 1001},
+        ),
+        (
+            IdentityFilter.build(np.zeros(0, dtype=np.uint64)),
+            {"file": "c.parquet", "column": "id", "rows": 0},
+        ),
+        (
+            IdentityFilter.build(random_keys(777, seed=2), fpp=1e-4),
+            {"file": "d=1/e.parquet", "column": "email", "rows": 800, "nested": {"k": [1, 2]}},
+        ),
+        (IdentityFilter.build(random_keys(65, seed=3)), {"file": "f.parquet", "column": "id", "rows": 65}),
+    ]
+
+
+def write_sample(path: Path) -> list[tuple[IdentityFilter, dict[str, object]]]:
+    filters = sample_filters()
+    with SegmentWriter(path) as writer:
+        for identity_filter, meta in filters:
+            writer.add(identity_filter, **meta)
+    return filters
+
+
+def raw_segment(footer: object, data: bytes = b"") -> bytes:
+    encoded = json.dumps(footer).encode()
+    return data + encoded + struct.pack("<Q8s", len(encoded), MAGIC)
+
+
+def test_a_segment_gives_back_every_filter_with_its_metadata(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    written = write_sample(path)
+    segment = read_segment(path)
+    assert segment.path == path
+    assert [stored.meta for stored in segment.filters] == [meta for _, meta in written]
+    probes = np.concatenate([hash_ids(["u1", "u9"]), random_keys(1001, seed=1), random_keys(20_000, seed=9)])
+    for stored, (original, _) in zip(segment.filters, written, strict=True):
+        assert stored.filter.kind == original.kind
+        assert stored.filter.keys == original.keys
+        assert stored.filter.fuse_shape() == original.fuse_shape()
+        assert np.array_equal(stored.filter.table, original.table)
+        assert np.array_equal(stored.filter.might_contain(probes), original.might_contain(probes))
+
+
+def test_tables_are_eight_byte_aligned_and_where_the_footer_says(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    written = write_sample(path)
+    content = path.read_bytes()
+    for stored, (original, _) in zip(read_segment(path).filters, written, strict=True):
+        assert stored.offset % 8 == 0
+        assert content[stored.offset : stored.offset + original.nbytes] == original.table.tobytes()
+
+
+def test_a_segment_appears_under_its_name_only_when_closed(tmp_path: Path) -> None:
+    path = tmp_path / "index" / f"one{SUFFIX}"
+    with SegmentWriter(path) as writer:
+        writer.add(IdentityFilter.build(hash_ids(["u1"])), file="a", column="id")
+        assert not path.exists()
+        leftovers = list(path.parent.iterdir())
+        assert len(leftovers) == 1
+        assert leftovers[0].name.endswith(".partial")
+        assert leftovers[0].name.startswith(".")
+        assert len(writer) == 1
+    assert [entry.name for entry in path.parent.iterdir()] == [path.name]
+    assert len(read_segment(path).filters) == 1
+
+
+def test_a_failure_while_writing_leaves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    with pytest.raises(RuntimeError, match="boom"), SegmentWriter(path) as writer:
+        writer.add(IdentityFilter.build(random_keys(5000, seed=1)), file="a", column="id")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_aborted_segment_leaves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    with SegmentWriter(path) as writer:
+        writer.add(IdentityFilter.build(hash_ids(["u1"])), file="a", column="id")
+        writer.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_segment_without_filters_is_readable(tmp_path: Path) -> None:
+    path = tmp_path / f"empty{SUFFIX}"
+    with SegmentWriter(path):
+        pass
+    assert read_segment(path).filters == []
+
+
+def test_an_empty_file_is_not_a_segment(tmp_path: Path) -> None:
+    path = tmp_path / f"empty{SUFFIX}"
+    path.write_bytes(b"")
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+def test_a_foreign_file_is_not_a_segment(tmp_path: Path) -> None:
+    path = tmp_path / f"foreign{SUFFIX}"
+    path.write_bytes(b"PAR1" + bytes(range(256)) * 4 + b"PAR1")
+    with pytest.raises(SegmentError, match="magic"):
+        read_segment(path)
+
+
+def test_a_wrong_magic_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    write_sample(path)
+    content = path.read_bytes()
+    path.write_bytes(content[:-1] + b"\x00")
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+@pytest.mark.parametrize("cut", [1, 8, 16, 100])
+def test_a_segment_cut_short_is_refused(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    write_sample(path)
+    content = path.read_bytes()
+    path.write_bytes(content[:-cut])
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+def test_a_segment_missing_its_first_bytes_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    write_sample(path)
+    path.write_bytes(path.read_bytes()[64:])
+    with pytest.raises(SegmentError, match="outside"):
+        read_segment(path)
+
+
+def test_a_footer_longer_than_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    path.write_bytes(b"{}" + struct.pack("<Q8s", 1000, MAGIC))
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+def test_an_unreadable_footer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    path.write_bytes(b"\xff\xfe{not json" + struct.pack("<Q8s", 11, MAGIC))
+    with pytest.raises(SegmentError, match="footer"):
+        read_segment(path)
+
+
+@pytest.mark.parametrize("version", [2, 0, None, "1"])
+def test_a_footer_of_an_unsupported_version_is_refused(tmp_path: Path, version: object) -> None:
+    path = tmp_path / f"future{SUFFIX}"
+    path.write_bytes(raw_segment({"version": version, "entries": []}))
+    with pytest.raises(SegmentError, match="version"):
+        read_segment(path)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"offset": 0, "length": 8, "filter": {"kind": "fuse32", "keys": 1}},
+        {"offset": 0, "length": 8},
+        {"offset": 0, "length": 3, "filter": {"kind": "exact", "keys": 1}},
+        {"offset": -8, "length": 8, "filter": {"kind": "exact", "keys": 1}},
+    ],
+)
+def test_a_footer_entry_that_cannot_be_read_is_refused(tmp_path: Path, entry: dict[str, object]) -> None:
+    path = tmp_path / f"odd{SUFFIX}"
+    path.write_bytes(raw_segment({"version": 1, "entries": [entry]}, data=b"\0" * 8))
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+def test_a_footer_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"odd{SUFFIX}"
+    path.write_bytes(raw_segment([1, 2, 3]))
+    with pytest.raises(SegmentError):
+        read_segment(path)
+
+
+def test_new_segment_names_sort_in_creation_order(tmp_path: Path) -> None:
+    names = [new_segment_path(tmp_path).name for _ in range(200)]
+    assert sorted(names) == names
+    assert len(set(names)) == len(names)
+    assert all(name.startswith("seg-") and name.endswith(SUFFIX) for name in names)
+    assert new_segment_path(tmp_path, "task").name.startswith("task-")
+    assert new_segment_path(tmp_path).parent == tmp_path
