@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` runs the dating-app example end to end (the SQL
 # query log, then the PySpark pipeline with runtime tracking, into one store),
-# `make test` runs the whole suite. Both set up .venv themselves.
+# then privacy requests on its lake; `make test` runs the whole suite. Both set up .venv themselves.
 VENV ?= .venv
 BIN := $(VENV)/bin
 export VENV
@@ -11,6 +11,7 @@ demo:
 	@scripts/bootstrap.sh
 	@scripts/demo.sh
 	@scripts/demo_spark.sh
+	@scripts/demo_privacy.sh
 
 test:
 	@scripts/bootstrap.sh dev
@@ -28,6 +29,7 @@ bench:
 	$(BIN)/python bench/sql_lineage.py
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/spark_overhead.py
+	$(BIN)/python bench/privacy_search.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 from tracelake.model import fingerprint, utcnow
 from tracelake.privacy.index import DataFile, DatasetIndex, list_data_files, staging_folder
@@ -115,7 +116,7 @@ def _export(found: Any, egress: Path, dataset: Dataset) -> dict[str, int]:
     counts: dict[str, int] = {}
     name = dataset_slug(dataset.root)
     for folder in sorted(staging.glob(f"{_REQUEST_COLUMN}=*")):
-        request = folder.name.split("=", 1)[1]
+        request = unquote(folder.name.split("=", 1)[1])  # Spark escapes e.g. `#` and `:` in folder names
         target = egress / request / name
         if target.exists():
             shutil.rmtree(target)
@@ -215,15 +216,19 @@ def _rewrite(
     targets = sorted(removed)
     step("stage")
     numbers = F.map_from_arrays(F.lit([uris[path] for path in targets]), F.lit(list(range(len(targets)))))
-    with whole_files(spark, {path: files[path] for path in targets}):
-        source = spark.read.parquet(*[str(root / path) for path in targets])
-        kept = source.withColumn(_FILE_NUMBER, F.element_at(numbers, F.input_file_name())).where(
-            ~holds_any(source, dataset.identity, batch.ids)
-        )
-        options = {} if fpp is None else {"fpp": fpp}
-        write(
-            kept, staging, identity=dataset.identity, partition_by=[_FILE_NUMBER], mode="overwrite", **options
-        )
+    # Files with different columns are rewritten apart: read together, they would all get one
+    # file's columns, and the others' extra columns would be dropped from the rewrite.
+    by_schema: dict[str, list[str]] = {}
+    for path in targets:
+        by_schema.setdefault(_schema_text(root / path), []).append(path)
+    options = {} if fpp is None else {"fpp": fpp}
+    for group in by_schema.values():
+        with whole_files(spark, {path: files[path] for path in group}):
+            source = spark.read.parquet(*[str(root / path) for path in group])
+            kept = source.withColumn(_FILE_NUMBER, F.element_at(numbers, F.input_file_name())).where(
+                ~holds_any(source, dataset.identity, batch.ids)
+            )
+            write(kept, staging, identity=dataset.identity, partition_by=[_FILE_NUMBER], **options)
 
     step("verify")
     staged: dict[str, str | None] = dict.fromkeys(targets)
@@ -237,6 +242,8 @@ def _rewrite(
         actual = 0 if new is None else pq.read_metadata(staging / new).num_rows
         if actual != expected:
             raise DeleteError(f"rewrite of {path} holds {actual} rows, not {expected}; nothing swapped")
+        if new is not None and pq.read_schema(staging / new).names != pq.read_schema(root / path).names:
+            raise DeleteError(f"rewrite of {path} does not have its columns; nothing swapped")
     rewritten = [str(staging / new) for new in staged.values() if new is not None]
     if rewritten:
         check = spark.read.parquet(*rewritten)
@@ -271,6 +278,12 @@ def _rewrite(
         else:
             os.replace(staging / new, original)
         step(f"swapped {path}")
+
+
+def _schema_text(path: Path) -> str:
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).remove_metadata().to_string(show_field_metadata=False)
 
 
 def _relative(root: Path, uri: str) -> str:

@@ -10,6 +10,7 @@ belong to; access requests export those rows, delete requests rewrite the files 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 MATCHED_IDS = "_tracelake_ids"
 REQUESTS = "_tracelake_requests"
 SOURCE_FILE = "_tracelake_file"
+_FOOTERS_CHECKED = 200  # candidate files whose schemas are compared before reading
+_REQUEST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:#@+=-]{0,127}")
 
 
 class RequestError(ValueError):
@@ -71,6 +74,11 @@ class Batch:
             raise RequestError("no request to run")
         self.requests_by_id = {}
         for request, ids in self.ids_by_request.items():
+            if not _REQUEST_NAME.fullmatch(request):
+                # It names the request's egress folder: no path separators, no dot files.
+                raise RequestError(
+                    f"request name {request!r} is not usable (letters, digits, ._:#@+=- and spaces)"
+                )
             clean = [str(value).strip() for value in ids if str(value).strip()]
             if not clean:
                 raise RequestError(f"request {request} has no user id")
@@ -138,13 +146,29 @@ def plan_scan(dataset: Dataset, batch: Batch, files: dict[str, DataFile] | None 
 def read_files(
     spark: SparkSession, dataset: Dataset, plan: ScanPlan, *, with_partitions: bool = True
 ) -> DataFrame:
-    """The plan's files as one DataFrame (the whole dataset when the plan says full scan)."""
+    """The plan's files as one DataFrame (the whole dataset when the plan says full scan).
+
+    Files written at different times may differ in columns; read with one file's schema, the
+    others' records would lose some. Spark merges schemas with a job of its own, so for a few
+    candidate files their footers are compared here first and the merge asked only if needed.
+    """
     reader = spark.read
     if plan.full_scan:
-        return reader.parquet(str(dataset.root))
+        return reader.option("mergeSchema", "true").parquet(str(dataset.root))
+    if (
+        len(plan.candidates) > _FOOTERS_CHECKED
+        or len({_columns(dataset.root / p) for p in plan.candidates}) > 1
+    ):
+        reader = reader.option("mergeSchema", "true")
     if with_partitions:
         reader = reader.option("basePath", str(dataset.root))
     return reader.parquet(*[str(dataset.root / path) for path in plan.candidates])
+
+
+def _columns(path: Path) -> tuple[str, ...]:
+    import pyarrow.parquet as pq
+
+    return tuple(str(field) for field in pq.read_schema(path))
 
 
 def find(

@@ -88,7 +88,10 @@ def write(
 
     from pyspark.sql import functions as F
 
-    partition_key = F.to_json(F.array(*[F.col(f"`{name}`").cast("string") for name in partitions]))
+    # Spark writes an empty string partition value to the null partition's folder: group them as one.
+    partition_key = F.to_json(
+        F.array(*[F.nullif(F.col(f"`{name}`").cast("string"), F.lit("")) for name in partitions])
+    )
     try:
         marked = _mark(df, staging, columns, partition_key, fpp)
         (
