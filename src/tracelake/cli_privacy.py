@@ -25,7 +25,7 @@ from tracelake.privacy.filters import DEFAULT_FPP
 from tracelake.privacy.identity import IdentityError
 from tracelake.privacy.queue import RequestQueue
 from tracelake.privacy.runner import MAX_IDS, RunReport, SubJob, run_requests
-from tracelake.privacy.search import RequestError
+from tracelake.privacy.search import Bounds, RequestError
 from tracelake.privacy.targets import declare, find_targets
 from tracelake.privacy.writer import build_index
 from tracelake.store import LineageStore
@@ -142,11 +142,14 @@ def run_command(
     egress: EgressOption = DEFAULT_EGRESS,
     resume: Annotated[bool, typer.Option(help="Also take requests a run that died left running")] = False,
     max_ids: Annotated[int, typer.Option(help="User ids per sub-job")] = MAX_IDS,
+    max_files: Annotated[int | None, typer.Option(help="Data files one Spark pass may read")] = None,
+    max_gb: Annotated[float | None, typer.Option(help="Gigabytes one Spark pass may read")] = None,
     db: DbOption = None,
 ) -> None:
-    """Run every queued request of a kind, in batches."""
+    """Run every queued request of a kind, in batches (sub-jobs bounded by ids, files, bytes)."""
+    bounds = Bounds(max_files, None if max_gb is None else int(max_gb * 1e9))
     with LineageStore(db) as store:
-        _run(store, kind, egress, resume=resume, max_ids=max_ids)
+        _run(store, kind, egress, resume=resume, max_ids=max_ids, bounds=bounds)
 
 
 @privacy_app.command("requests")
@@ -219,7 +222,13 @@ def _submit_and_run(
 
 
 def _run(
-    store: LineageStore, kind: str, egress: Path, *, resume: bool = False, max_ids: int = MAX_IDS
+    store: LineageStore,
+    kind: str,
+    egress: Path,
+    *,
+    resume: bool = False,
+    max_ids: int = MAX_IDS,
+    bounds: Bounds | None = None,
 ) -> None:
     if kind not in ("access", "delete"):
         raise UserError(f"kind must be access or delete, not {kind!r}")
@@ -240,7 +249,7 @@ def _run(
             bar.update(task, total=total, completed=number - 1, description=f"{kind}: {job.ids} ids")
 
         report = run_requests(
-            spark, store, kind, egress=egress, resume=resume, max_ids=max_ids, progress=advance
+            spark, store, kind, egress=egress, resume=resume, max_ids=max_ids, bounds=bounds, progress=advance
         )
         bar.update(task, completed=bar.tasks[0].total or 0)
     _print_run(kind, report, egress)

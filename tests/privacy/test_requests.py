@@ -34,7 +34,7 @@ from tests.privacy.conftest import (
 from tracelake.privacy import DatasetIndex, hash_ids, write
 from tracelake.privacy.index import INDEX_DIR, DataFile, ScanPlan, list_data_files
 from tracelake.privacy.requests import Receipt, access, dataset_slug, delete
-from tracelake.privacy.search import Batch, Dataset, RequestError
+from tracelake.privacy.search import Batch, Bounds, Dataset, RequestError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -436,3 +436,51 @@ def test_a_delete_killed_at_any_step_leaves_every_file_old_or_new_and_a_rerun_fi
         path: before.stamps[path] for path in untouched
     }
     assert not any((root / INDEX_DIR / "_staging").glob("*"))
+
+
+# -- bounded passes -----------------------------------------------------------------------------
+
+
+def test_bounds_cut_a_plan_into_passes_by_files_and_by_bytes(tmp_path: Path) -> None:
+    files = {f"f{n}": DataFile(f"f{n}", size, 0) for n, size in enumerate([40, 40, 40, 100, 10])}
+    whole = ScanPlan(tmp_path, 5, sorted(files), ["f3"], True, 0.0)
+
+    by_files = [part.candidates for part in Bounds(max_files=2).split(whole, files)]
+    by_bytes = [part.candidates for part in Bounds(max_bytes=100).split(whole, files)]
+
+    assert by_files == [["f0", "f1"], ["f2", "f3"], ["f4"]]
+    assert by_bytes == [["f0", "f1"], ["f2"], ["f3"], ["f4"]]  # a file bigger than the bound goes alone
+    assert [part.unindexed for part in Bounds(max_files=2).split(whole, files)] == [[], ["f3"], []]
+    assert not any(part.full_scan for part in Bounds(max_files=2).split(whole, files))
+    assert Bounds().split(whole, files) == [whole]
+
+
+def test_access_in_passes_of_two_files_exports_what_one_pass_does(
+    spark: SparkSession, people_lake: Written, batch_access: Access, tmp_path: Path
+) -> None:
+    receipts = access(
+        spark,
+        Batch({r: list(ids) for r, ids in EXPECTED.items()}),
+        [Dataset.resolve(people_lake.root)],
+        tmp_path,
+        bounds=Bounds(max_files=2),
+    )
+    for request in EXPECTED:
+        in_passes = exported(tmp_path, request, people_lake.root)
+        assert sorted(r["seq"] for r in in_passes) == sorted(
+            r["seq"] for r in exported(batch_access.egress, request, people_lake.root)
+        )
+        assert receipts[request].rows == batch_access.receipts[request].rows
+
+
+def test_delete_in_passes_of_one_file_leaves_what_one_pass_does(
+    spark: SparkSession, people_lake: Written, erased: Erased, tmp_path: Path
+) -> None:
+    root = copy_dataset(people_lake.root, tmp_path / "people")
+
+    receipts = delete(spark, erase(), [Dataset.resolve(root)], bounds=Bounds(max_files=1))
+
+    assert seqs_by_file(root) == seqs_by_file(erased.root)
+    assert {r: receipt.rows for r, receipt in receipts.items()} == {
+        r: receipt.rows for r, receipt in erased.receipts.items()
+    }

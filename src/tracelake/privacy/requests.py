@@ -20,6 +20,7 @@ starts from a fresh search — files already swapped no longer match — and fin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,16 +32,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
 from tracelake.model import fingerprint, utcnow
-from tracelake.privacy.index import DataFile, DatasetIndex, list_data_files, staging_folder
+from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan, list_data_files, staging_folder
 from tracelake.privacy.search import (
     MATCHED_IDS,
     REQUESTS,
     SOURCE_FILE,
     Batch,
+    Bounds,
     Dataset,
     DatasetScan,
     RequestError,
-    find,
     holds_any,
     matches,
     plan_scan,
@@ -80,18 +81,38 @@ class Receipt:
 
 
 def access(
-    spark: SparkSession, batch: Batch, datasets: Sequence[Dataset], egress: Path | str
+    spark: SparkSession,
+    batch: Batch,
+    datasets: Sequence[Dataset],
+    egress: Path | str,
+    *,
+    bounds: Bounds | None = None,
+    step: Step | None = None,
 ) -> dict[str, Receipt]:
-    """Export every request's records from `datasets` under `egress`; a receipt per request."""
+    """Export every request's records from `datasets` under `egress`; a receipt per request.
+
+    Each dataset is one Spark pass over the files its index cannot rule out, or several passes
+    within `bounds`; `step` hears of each ("<dataset> pass 2/5").
+    """
     started, clock = utcnow().isoformat(), time.perf_counter()
     receipts = {r: Receipt(r, "access", started) for r in batch.ids_by_request}
     egress = Path(egress).absolute()
+    step = step or _quiet
+    bounds = bounds or Bounds()
     for dataset in datasets:
-        found, scan, _ = find(spark, dataset, batch)
+        files = list_data_files(dataset.root)
+        plan = plan_scan(dataset, batch, files)
+        scan = DatasetScan.of(plan)
         read_started = time.perf_counter()
-        per_request = {}
-        if found is not None:
-            per_request = _export(found, egress, dataset)
+        for request in receipts:  # a re-run replaces what an earlier run of the request exported
+            shutil.rmtree(egress / request / dataset_slug(dataset.root), ignore_errors=True)
+        per_request: dict[str, int] = {}
+        passes = bounds.split(plan, files)
+        for number, part in enumerate(passes, 1):
+            step(f"{dataset.root} pass {number}/{len(passes)}")
+            found = matches(spark, read_files(spark, dataset, part), dataset.identity, batch)
+            for request, rows in _export(found, egress, dataset).items():
+                per_request[request] = per_request.get(request, 0) + rows
         scan.scan_seconds = time.perf_counter() - read_started
         for request, receipt in receipts.items():
             rows = per_request.get(request, 0)
@@ -107,7 +128,7 @@ def access(
 
 
 def _export(found: Any, egress: Path, dataset: Dataset) -> dict[str, int]:
-    """Write matched rows as JSON lines per request; rows written per request."""
+    """Add matched rows, as JSON lines, to each request's folder; rows written per request."""
     from pyspark.sql import functions as F
 
     staging = egress / f"_staging-{fingerprint(str(dataset.root), str(time.time_ns()))}"
@@ -118,13 +139,10 @@ def _export(found: Any, egress: Path, dataset: Dataset) -> dict[str, int]:
     for folder in sorted(staging.glob(f"{_REQUEST_COLUMN}=*")):
         request = unquote(folder.name.split("=", 1)[1])  # Spark escapes e.g. `#` and `:` in folder names
         target = egress / request / name
-        if target.exists():
-            shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(folder, target)
-        for clutter in [*target.glob(".*.crc"), *target.glob("_SUCCESS")]:
-            clutter.unlink()
-        counts[request] = sum(_count_lines(part) for part in target.glob("part-*"))
+        target.mkdir(parents=True, exist_ok=True)
+        for part in folder.glob("part-*"):  # Spark's part names are unique across passes
+            os.replace(part, target / part.name)
+            counts[request] = counts.get(request, 0) + _count_lines(target / part.name)
     shutil.rmtree(staging, ignore_errors=True)
     return counts
 
@@ -135,17 +153,19 @@ def delete(
     datasets: Sequence[Dataset],
     *,
     fpp: float | None = None,
+    bounds: Bounds | None = None,
     step: Step | None = None,
 ) -> dict[str, Receipt]:
     """Erase every request's records from `datasets`; a receipt per request.
 
     `step` is called with each step's name as it begins ("search", "stage", "verify", "index",
     "swap", "swapped <file>", "clean"), for progress reports — and for tests to cut a run short.
+    A dataset bigger than `bounds` is done in several passes, each complete on its own.
     """
     started, clock = utcnow().isoformat(), time.perf_counter()
     receipts = {r: Receipt(r, "delete", started) for r in batch.ids_by_request}
     for dataset in datasets:
-        _delete_from(spark, batch, dataset, receipts, fpp, step or (lambda _: None))
+        _delete_from(spark, batch, dataset, receipts, fpp, bounds or Bounds(), step or _quiet)
     for receipt in receipts.values():
         receipt.seconds = time.perf_counter() - clock
     return receipts
@@ -157,37 +177,28 @@ def _delete_from(
     dataset: Dataset,
     receipts: dict[str, Receipt],
     fpp: float | None,
+    bounds: Bounds,
     step: Step,
 ) -> None:
-    from pyspark.sql import functions as F
-
     root = dataset.root
     staging = staging_folder(root, f"delete-{fingerprint(*sorted(batch.ids_by_request))}")
     shutil.rmtree(staging, ignore_errors=True)  # what a run that died left behind
-    step("search")
     files = list_data_files(root)
     plan = plan_scan(dataset, batch, files)
     scan = DatasetScan.of(plan)
     clock = time.perf_counter()
-    removed: dict[str, int] = {}  # relative path -> rows to remove
+    removed: dict[str, int] = {}  # relative path -> rows removed
     per_request: dict[str, int] = {}
-    if plan.candidates:
-        source = read_files(spark, dataset, plan, with_partitions=False).withColumn(
-            SOURCE_FILE, F.input_file_name()
-        )
-        counted = matches(spark, source, dataset.identity, batch).groupBy(SOURCE_FILE, REQUESTS).count()
-        uris: dict[str, str] = {}
-        for row in counted.collect():
-            relative = _relative(root, row[SOURCE_FILE])
-            uris[relative] = row[SOURCE_FILE]
-            removed[relative] = removed.get(relative, 0) + row["count"]
-            for request in row[REQUESTS]:
-                per_request[request] = per_request.get(request, 0) + row["count"]
-    if removed:
-        _rewrite(spark, batch, dataset, files, removed, uris, staging, fpp, step)
+    for part in bounds.split(plan, files):
+        step("search")
+        found, uris = _matching_rows(spark, batch, dataset, part, per_request)
+        if found:
+            _rewrite(spark, batch, dataset, files, found, uris, staging, fpp, step)
+            removed.update(found)
+        shutil.rmtree(staging, ignore_errors=True)
     scan.scan_seconds = time.perf_counter() - clock
     step("clean")
-    shutil.rmtree(staging, ignore_errors=True)
+    _remove_empty(staging.parent)
     DatasetIndex.load(root).compact()
     emptied = sum(1 for path in removed if not (root / path).exists())
     for request, receipt in receipts.items():
@@ -196,6 +207,36 @@ def _delete_from(
         receipt.rows += rows
         receipt.files_rewritten += len(removed) - emptied
         receipt.files_removed += emptied
+
+
+def _matching_rows(
+    spark: SparkSession, batch: Batch, dataset: Dataset, plan: ScanPlan, per_request: dict[str, int]
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Rows to remove per file of `plan` (and the files' URIs as Spark names them)."""
+    from pyspark.sql import functions as F
+
+    source = read_files(spark, dataset, plan, with_partitions=False).withColumn(
+        SOURCE_FILE, F.input_file_name()
+    )
+    counted = matches(spark, source, dataset.identity, batch).groupBy(SOURCE_FILE, REQUESTS).count()
+    removed: dict[str, int] = {}
+    uris: dict[str, str] = {}
+    for row in counted.collect():
+        relative = _relative(dataset.root, row[SOURCE_FILE])
+        uris[relative] = row[SOURCE_FILE]
+        removed[relative] = removed.get(relative, 0) + row["count"]
+        for request in row[REQUESTS]:
+            per_request[request] = per_request.get(request, 0) + row["count"]
+    return removed, uris
+
+
+def _remove_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 def _rewrite(

@@ -3,9 +3,10 @@
 `run_requests` takes every pending access (or delete) request, groups them by the datasets they
 cover (their own list, or every privacy target the store knows), and runs each group in
 sub-jobs of at most `max_ids` user ids: one Spark pass per dataset per sub-job, however many
-requests it carries. A sub-job that fails fails its requests, with the error, and the run goes
-on with the others. A run that dies leaves its requests `running`; `resume=True` takes them
-again (a delete picks up where the files say it stopped: see `requests.delete`).
+requests it carries (or several passes, each within `bounds` of files and bytes). A sub-job
+that fails fails its requests, with the error, and the run goes on with the others. A run that
+dies leaves its requests `running`; `resume=True` takes them again (a delete picks up where the
+files say it stopped: see `requests.delete`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.requests import Receipt, access, delete
-from tracelake.privacy.search import Batch, Dataset, RequestError
+from tracelake.privacy.search import Batch, Bounds, Dataset, RequestError
 from tracelake.privacy.targets import find_targets
 from tracelake.store import LineageStore
 
@@ -89,10 +90,14 @@ def run_requests(
     egress: Path | str | None = None,
     targets: Sequence[Dataset] | None = None,
     max_ids: int = MAX_IDS,
+    bounds: Bounds | None = None,
     resume: bool = False,
     progress: Callable[[SubJob, int, int], None] | None = None,
 ) -> RunReport:
-    """Run every pending request of `kind` (`access` needs `egress`); what ended how."""
+    """Run every pending request of `kind` (`access` needs `egress`); what ended how.
+
+    `max_ids` bounds the ids of a sub-job, `bounds` the files and bytes of one Spark pass.
+    """
     if kind == "access" and egress is None:
         raise RequestError("access requests need an egress folder for the records they export")
     queue = RequestQueue(store)
@@ -115,9 +120,9 @@ def run_requests(
                 raise RequestError("no dataset to search: declare privacy targets or name datasets")
             batch = Batch({request.id: list(request.ids) for request in job.requests})
             if kind == "access":
-                receipts = access(spark, batch, job.datasets, egress or "")
+                receipts = access(spark, batch, job.datasets, egress or "", bounds=bounds)
             else:
-                receipts = delete(spark, batch, job.datasets)
+                receipts = delete(spark, batch, job.datasets, bounds=bounds)
         except Exception as error:  # one sub-job failing must not stop the others
             for request in job.requests:
                 queue.fail(request.id, error)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,15 +171,37 @@ def _columns(path: Path) -> tuple[str, ...]:
     return tuple(str(field) for field in pq.read_schema(path))
 
 
-def find(
-    spark: SparkSession, dataset: Dataset, batch: Batch
-) -> tuple[DataFrame | None, DatasetScan, ScanPlan]:
-    """The matching rows of one dataset (None when no file can hold any id) and the scan's counts."""
-    plan = plan_scan(dataset, batch)
-    scan = DatasetScan.of(plan)
-    if not plan.candidates:
-        return None, scan, plan
-    return matches(spark, read_files(spark, dataset, plan), dataset.identity, batch), scan, plan
+@dataclass(frozen=True)
+class Bounds:
+    """How much one Spark pass may read; a bigger plan runs as several passes (sub-jobs)."""
+
+    max_files: int | None = None
+    max_bytes: int | None = None
+
+    def split(self, plan: ScanPlan, files: Mapping[str, DataFile]) -> list[ScanPlan]:
+        """`plan` cut into passes within these bounds, files in plan order (one pass if it fits)."""
+        parts: list[list[str]] = [[]]
+        size = 0
+        for path in plan.candidates:
+            full = (self.max_files is not None and len(parts[-1]) >= self.max_files) or (
+                self.max_bytes is not None and parts[-1] and size + files[path].size > self.max_bytes
+            )
+            if full:
+                parts.append([])
+                size = 0
+            parts[-1].append(path)
+            size += files[path].size
+        if len(parts) == 1:
+            return [plan] if plan.candidates else []
+        return [
+            replace(
+                plan,
+                candidates=part,
+                unindexed=[path for path in plan.unindexed if path in set(part)],
+                full_scan=False,
+            )
+            for part in parts
+        ]
 
 
 @contextmanager
@@ -197,11 +219,11 @@ def whole_files(spark: SparkSession, files: Mapping[str, DataFile]) -> Iterator[
 
 __all__ = [
     "Batch",
+    "Bounds",
     "Dataset",
     "DatasetScan",
     "IdentityError",
     "RequestError",
-    "find",
     "holds_any",
     "matches",
 ]
