@@ -52,10 +52,57 @@ def row_ids(schema: StructType, column: str) -> Column:
 
 
 def row_hashes(schema: StructType, column: str) -> Column:
-    """`array<bigint>`: Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys)."""
+    """Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys).
+
+    A plain column gives a nullable `bigint` (no array to build per row: this runs on every row
+    an indexed write writes), any other an `array<bigint>`.
+    """
     from pyspark.sql import functions as F
 
-    return F.transform(row_ids(schema, column), lambda value: F.xxhash64(value))
+    value = F.col(f"`{column}`")
+    if _is_atomic(schema[column].dataType):
+        return F.when(value.isNotNull(), F.xxhash64(value.cast("string")))
+    return F.transform(row_ids(schema, column), lambda text: F.xxhash64(text))
+
+
+def holds_any(schema: StructType, columns: Sequence[str], ids: Sequence[str]) -> Column:
+    """True for rows holding any of `ids` in any of `columns`, without building id arrays.
+
+    A string column is a plain `IN` (which Spark pushes down to Parquet); nested ids are
+    tested where they sit, with `exists`, so rows that match nothing cost no allocation.
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    wanted = list(ids)
+    # Never null: a delete keeps the rows where this is false, and NOT NULL would drop them too.
+    tests = [
+        F.coalesce(_holds(_column(schema, column), schema[column].dataType, wanted), F.lit(False))
+        for column in columns
+    ]
+    return reduce(lambda left, right: left | right, tests)
+
+
+def _column(schema: StructType, name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{schema[name].name}`")
+
+
+def _holds(value: Column, data_type: DataType, ids: list[str]) -> Column:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    if isinstance(data_type, ArrayType):
+        return F.exists(value, lambda item: _holds(item, data_type.elementType, ids))
+    if isinstance(data_type, MapType):
+        return F.exists(F.map_values(value), lambda item: _holds(item, data_type.valueType, ids))
+    if isinstance(data_type, StructType):
+        name = _id_field(data_type) or ID_FIELD
+        return _holds(value.getField(name), data_type[name].dataType, ids)
+    text = value if isinstance(data_type, StringType) else value.cast("string")
+    return text.isin(ids)
 
 
 def all_row_ids(schema: StructType, columns: Sequence[str]) -> Column:

@@ -42,7 +42,7 @@ from tracelake.privacy.search import (
     Dataset,
     DatasetScan,
     RequestError,
-    holds_any,
+    holds,
     matches,
     plan_scan,
     read_files,
@@ -267,7 +267,7 @@ def _rewrite(
         with whole_files(spark, {path: files[path] for path in group}):
             source = spark.read.parquet(*[str(root / path) for path in group])
             kept = source.withColumn(_FILE_NUMBER, F.element_at(numbers, F.input_file_name())).where(
-                ~holds_any(source, dataset.identity, batch.ids)
+                ~holds(source, dataset.identity, batch.ids)
             )
             write(kept, staging, identity=dataset.identity, partition_by=[_FILE_NUMBER], **options)
 
@@ -288,7 +288,7 @@ def _rewrite(
     rewritten = [str(staging / new) for new in staged.values() if new is not None]
     if rewritten:
         check = spark.read.parquet(*rewritten)
-        left = check.where(holds_any(check, dataset.identity, batch.ids)).count()
+        left = check.where(holds(check, dataset.identity, batch.ids)).count()
         if left:
             raise DeleteError(f"{left} matching rows remain in the rewritten files; nothing swapped")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelake.privacy.filters import hash_ids
-from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns
+from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns, holds_any
 from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan
 
 if TYPE_CHECKING:
@@ -113,7 +113,11 @@ class Dataset:
 
 
 def matches(spark: SparkSession, df: DataFrame, identity: Sequence[str], batch: Batch) -> DataFrame:
-    """The rows of `df` holding any id of `batch`, with the ids and requests they matched."""
+    """The rows of `df` holding any id of `batch`, with the ids and requests they matched.
+
+    Rows are first tested column by column (`holds_any`: cheap, and pushed down to Parquet for
+    plain columns); only the rows that pass get their ids gathered and mapped to requests.
+    """
     from pyspark.sql import functions as F
 
     columns = check_identity_columns(df.schema, identity)
@@ -121,21 +125,18 @@ def matches(spark: SparkSession, df: DataFrame, identity: Sequence[str], batch: 
     requests = F.map_from_arrays(
         F.lit(wanted), F.lit([sorted(batch.requests_by_id[value]) for value in wanted])
     )
-    found = df.withColumn(
+    found = df.where(holds_any(df.schema, columns, wanted)).withColumn(
         MATCHED_IDS, F.filter(all_row_ids(df.schema, columns), lambda value: value.isin(wanted))
-    ).where(F.size(MATCHED_IDS) > 0)
+    )
     return found.withColumn(
         REQUESTS,
         F.array_distinct(F.flatten(F.transform(MATCHED_IDS, lambda value: F.element_at(requests, value)))),
     )
 
 
-def holds_any(df: DataFrame, identity: Sequence[str], ids: Sequence[str]) -> Column:
+def holds(df: DataFrame, identity: Sequence[str], ids: Sequence[str]) -> Column:
     """True for the rows of `df` that hold any of `ids` in an identity column."""
-    from pyspark.sql import functions as F
-
-    columns = check_identity_columns(df.schema, identity)
-    return F.exists(all_row_ids(df.schema, columns), lambda value: value.isin(list(ids)))
+    return holds_any(df.schema, check_identity_columns(df.schema, identity), ids)
 
 
 def plan_scan(dataset: Dataset, batch: Batch, files: dict[str, DataFile] | None = None) -> ScanPlan:
@@ -224,6 +225,6 @@ __all__ = [
     "DatasetScan",
     "IdentityError",
     "RequestError",
-    "holds_any",
+    "holds",
     "matches",
 ]

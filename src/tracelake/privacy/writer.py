@@ -89,8 +89,10 @@ def write(
     from pyspark.sql import functions as F
 
     # Spark writes an empty string partition value to the null partition's folder: group them as one.
-    partition_key = F.to_json(
-        F.array(*[F.nullif(F.col(f"`{name}`").cast("string"), F.lit("")) for name in partitions])
+    partition_key = (
+        F.to_json(F.array(*[F.nullif(F.col(f"`{name}`").cast("string"), F.lit("")) for name in partitions]))
+        if partitions
+        else None
     )
     try:
         marked = _mark(df, staging, columns, partition_key, fpp)
@@ -152,13 +154,19 @@ def build_index(
     return report
 
 
-def _mark(df: DataFrame, staging: Path, columns: Sequence[str], group: Column, fpp: float) -> DataFrame:
-    """`df`, its rows unchanged, with the sink seeing each row's group and id hashes on the way."""
+def _mark(
+    df: DataFrame, staging: Path, columns: Sequence[str], group: Column | None, fpp: float
+) -> DataFrame:
+    """`df`, its rows unchanged, with the sink seeing each row's group and id hashes on the way.
+
+    Without a group (an unpartitioned write) every row of a task goes to one file: the sink is
+    sent the hashes alone, since every byte sent costs on every row written.
+    """
     from pyspark.sql import functions as F
 
-    sink = _sink(str(staging), columns, fpp)
+    sink = _sink(str(staging), columns, fpp, grouped=group is not None)
     hashes = [row_hashes(df.schema, column) for column in columns]
-    marked = df.select("*", sink(group, *hashes).alias(_SINK_COLUMN))
+    marked = df.select("*", sink(*([] if group is None else [group]), *hashes).alias(_SINK_COLUMN))
     return marked.where(F.col(_SINK_COLUMN)).drop(_SINK_COLUMN)
 
 
@@ -187,7 +195,7 @@ def _check_partitions(df: DataFrame, partition_by: Sequence[str], identity: Sequ
     return found
 
 
-def _sink(staging: str, columns: Sequence[str], fpp: float) -> Any:
+def _sink(staging: str, columns: Sequence[str], fpp: float, *, grouped: bool) -> Any:
     """The Arrow UDF that collects each task's id hashes and writes its filters when input ends.
 
     It returns True for every row. It is nondeterministic so the optimizer neither merges it
@@ -202,7 +210,9 @@ def _sink(staging: str, columns: Sequence[str], fpp: float) -> Any:
 
         collector = _TaskFilters(staging, columns, fpp)
         for arrays in batches:
-            collector.add(arrays[0], arrays[1:])
+            if not isinstance(arrays, tuple):  # PySpark passes a lone column bare
+                arrays = (arrays,)
+            collector.add(arrays[0] if grouped else None, arrays[1:] if grouped else arrays)
             yield pa.array(np.ones(len(arrays[0]), dtype=bool))
         collector.finish()
 
@@ -229,21 +239,27 @@ class _TaskFilters:
         self.held: dict[tuple[str, str], int] = {}
         self.rows: dict[str, int] = {}
 
-    def add(self, group_keys: Any, hash_lists: Sequence[Any]) -> None:
+    def add(self, group_keys: Any | None, hashes: Sequence[Any]) -> None:
+        """One batch: its group keys (None: all in the one group `[]`), and per column its hashes
+        (a bigint array for a plain column, a list array otherwise)."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        keys = group_keys.unique()
-        groups = (
-            [(keys[0].as_py(), None)]
-            if len(keys) == 1
-            else [(key.as_py(), pc.equal(group_keys, key)) for key in keys]
-        )
+        if group_keys is None:
+            groups = [("[]", None)]
+        else:
+            keys = group_keys.unique()
+            groups = (
+                [(keys[0].as_py(), None)]
+                if len(keys) == 1
+                else [(key.as_py(), pc.equal(group_keys, key)) for key in keys]
+            )
         for key, mask in groups:
-            rows = len(group_keys) if mask is None else int(pc.sum(mask).as_py())
+            rows = len(hashes[0]) if mask is None else int(pc.sum(mask).as_py())
             self.rows[key] = self.rows.get(key, 0) + rows
-            for column, lists in zip(self.columns, hash_lists, strict=True):
-                chosen = lists if mask is None else lists.filter(mask)
-                self._hold((key, column), chosen.flatten())
+            for column, values in zip(self.columns, hashes, strict=True):
+                chosen = values if mask is None else values.filter(mask)
+                self._hold((key, column), chosen.flatten() if pa.types.is_list(chosen.type) else chosen)
 
     def _hold(self, slot: tuple[str, str], values: Any) -> None:
         from tracelake.privacy.filters import as_keys
