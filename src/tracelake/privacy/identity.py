@@ -57,12 +57,35 @@ def row_hashes(schema: StructType, column: str) -> Column:
     A plain column gives a nullable `bigint` (no array to build per row: this runs on every row
     an indexed write writes), any other an `array<bigint>`.
     """
-    from pyspark.sql import functions as F
+    return _hashes(_column(schema, column), schema[column].dataType)
 
-    value = F.col(f"`{column}`")
-    if _is_atomic(schema[column].dataType):
-        return F.when(value.isNotNull(), F.xxhash64(value.cast("string")))
-    return F.transform(row_ids(schema, column), lambda text: F.xxhash64(text))
+
+def _hashes(value: Column, data_type: DataType) -> Column:
+    """The id hashes under `value`: one `bigint` where the type holds one id, else a flat array
+    (nulls left in: the sink drops them). As few arrays as the nesting needs: this runs per row."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return _hashes(F.map_values(value), ArrayType(data_type.valueType))
+    if isinstance(data_type, StructType):
+        name = _id_field(data_type) or ID_FIELD
+        return _hashes(value.getField(name), data_type[name].dataType)
+    if isinstance(data_type, ArrayType):
+        element = data_type.elementType
+        each = F.transform(value, lambda item: _hashes(item, element))
+        return each if _holds_one(element) else F.flatten(each)
+    return F.when(value.isNotNull(), F.xxhash64(value.cast("string")))
+
+
+def _holds_one(data_type: DataType) -> bool:
+    """Whether a value of this type is a single id (an atomic, or a struct with an atomic id)."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(data_type, StructType):
+        name = _id_field(data_type) or ID_FIELD
+        return _holds_one(data_type[name].dataType)
+    return _is_atomic(data_type)
 
 
 def holds_any(schema: StructType, columns: Sequence[str], ids: Sequence[str]) -> Column:
