@@ -521,6 +521,7 @@ def methods(spark: SparkSession, lake: Path, names: dict[int, str]) -> list[Meth
     from pyspark.sql import functions as F
 
     from tracelake.privacy import DatasetIndex, hash_ids
+    from tracelake.privacy.index import ScanPlan
     from tracelake.privacy.search import Batch, Dataset, matches, read_files
 
     everything = len(names)
@@ -533,7 +534,9 @@ def methods(spark: SparkSession, lake: Path, names: dict[int, str]) -> list[Meth
         return Prepared(spark.read.parquet(str(lake)).where(F.col("user_id").isin(query.ids)), everything)
 
     def floor(query: Query) -> Prepared:
-        df = spark.read.parquet(*[str(lake / names[f]) for f in sorted(query.files)])
+        # The true files read the way Tracelake reads its candidates, so only the choice differs.
+        truth = ScanPlan(lake, everything, sorted(names[f] for f in query.files), [], False, 0.0)
+        df = read_files(spark, Dataset(lake, IDENTITY), truth)
         return Prepared(matches(spark, df, IDENTITY, Batch({"q": query.ids})), len(query.files))
 
     def tracelake(query: Query) -> Prepared:

@@ -484,3 +484,17 @@ def test_delete_in_passes_of_one_file_leaves_what_one_pass_does(
     assert {r: receipt.rows for r, receipt in receipts.items()} == {
         r: receipt.rows for r, receipt in erased.receipts.items()
     }
+
+
+def test_access_finds_records_in_a_dataset_whose_path_needs_escaping(
+    spark: SparkSession, people_lake: Written, tmp_path: Path
+) -> None:
+    # Files are picked by Spark's `_metadata.file_path`, an escaped URI: a path written the wrong
+    # way would match no file and find nothing, silently.
+    root = copy_dataset(people_lake.root, tmp_path / "lake #1 é 100%" / "people")
+
+    access(spark, Batch({"flat": ["u7"]}), [Dataset.resolve(root)], tmp_path / "egress")
+
+    assert sorted(r["seq"] for r in exported(tmp_path / "egress", "flat", root)) == list(
+        EXPECTED_ROWS["flat"]
+    )

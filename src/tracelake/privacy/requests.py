@@ -215,9 +215,7 @@ def _matching_rows(
     """Rows to remove per file of `plan` (and the files' URIs as Spark names them)."""
     from pyspark.sql import functions as F
 
-    source = read_files(spark, dataset, plan, with_partitions=False).withColumn(
-        SOURCE_FILE, F.input_file_name()
-    )
+    source = read_files(spark, dataset, plan).withColumn(SOURCE_FILE, F.input_file_name())
     counted = matches(spark, source, dataset.identity, batch).groupBy(SOURCE_FILE, REQUESTS).count()
     removed: dict[str, int] = {}
     uris: dict[str, str] = {}

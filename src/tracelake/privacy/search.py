@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns, holds_any
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 MATCHED_IDS = "_tracelake_ids"
 REQUESTS = "_tracelake_requests"
 SOURCE_FILE = "_tracelake_file"
-_FOOTERS_CHECKED = 200  # candidate files whose schemas are compared before reading
+_URI_PATH_SAFE = "/;:@&=+$,-_.!~*'()"  # java.net.URI leaves these unescaped in a path
 _REQUEST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:#@+=-]{0,127}")
 
 
@@ -144,26 +145,40 @@ def plan_scan(dataset: Dataset, batch: Batch, files: dict[str, DataFile] | None 
     return index.plan(hash_ids(batch.ids), columns=dataset.identity, files=files)
 
 
-def read_files(
-    spark: SparkSession, dataset: Dataset, plan: ScanPlan, *, with_partitions: bool = True
-) -> DataFrame:
-    """The plan's files as one DataFrame (the whole dataset when the plan says full scan).
+def read_files(spark: SparkSession, dataset: Dataset, plan: ScanPlan) -> DataFrame:
+    """The plan's files as one DataFrame, partition columns included.
 
-    Files written at different times may differ in columns; read with one file's schema, the
-    others' records would lose some. Spark merges schemas with a job of its own, so for a few
-    candidate files their footers are compared here first and the merge asked only if needed.
+    The dataset is read whole and cut to the plan's files by Spark's `_metadata.file_path`,
+    which prunes the file list before any file is opened: one listing of the folder, where
+    naming hundreds of files would list and stat each one (3× slower at 350 files of 1,000).
+    Files written at different times may differ in columns, and Spark takes its schema from one
+    file: the candidates' footers are compared first, and only if they differ does Spark merge
+    every footer's schema (a job of its own).
     """
-    reader = spark.read
+    from pyspark.sql import functions as F
+
+    root = dataset.root
+    if len({_columns(root / path) for path in plan.candidates}) > 1:
+        df = spark.read.option("mergeSchema", "true").parquet(str(root))
+    else:
+        # One candidate's columns (its footer, read on the driver) stand for all of them.
+        columns = spark.read.parquet(str(root / plan.candidates[0])).schema
+        df = spark.read.schema(columns).parquet(str(root))
     if plan.full_scan:
-        return reader.option("mergeSchema", "true").parquet(str(dataset.root))
-    if (
-        len(plan.candidates) > _FOOTERS_CHECKED
-        or len({_columns(dataset.root / p) for p in plan.candidates}) > 1
-    ):
-        reader = reader.option("mergeSchema", "true")
-    if with_partitions:
-        reader = reader.option("basePath", str(dataset.root))
-    return reader.parquet(*[str(dataset.root / path) for path in plan.candidates])
+        return df
+    return df.where(
+        F.col("_metadata.file_path").isin([spark_file_path(root / path) for path in plan.candidates])
+    )
+
+
+def spark_file_path(path: Path) -> str:
+    """A local file as Spark's `_metadata.file_path` names it: Hadoop's `Path.toUri()` text,
+    `file:` and the path with the characters a URI path cannot hold escaped (not `=` or `:`,
+    nor non-ASCII letters)."""
+    return "file:" + "".join(
+        char if not char.isascii() or char.isalnum() or char in _URI_PATH_SAFE else quote(char)
+        for char in str(path)
+    )
 
 
 def _columns(path: Path) -> tuple[str, ...]:
