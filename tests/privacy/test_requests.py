@@ -31,7 +31,7 @@ from tests.privacy.conftest import (
     ids_of,
     people,
 )
-from tracelake.privacy import DatasetIndex, hash_ids, write
+from tracelake.privacy import DatasetIndex, hash_ids, search, write
 from tracelake.privacy.index import INDEX_DIR, DataFile, ScanPlan, list_data_files
 from tracelake.privacy.requests import Receipt, access, dataset_slug, delete
 from tracelake.privacy.search import Batch, Bounds, Dataset, RequestError
@@ -486,11 +486,17 @@ def test_delete_in_passes_of_one_file_leaves_what_one_pass_does(
     }
 
 
+@pytest.mark.parametrize("named_at_most", [0, 32])
 def test_access_finds_records_in_a_dataset_whose_path_needs_escaping(
-    spark: SparkSession, people_lake: Written, tmp_path: Path
+    spark: SparkSession,
+    people_lake: Written,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    named_at_most: int,
 ) -> None:
-    # Files are picked by Spark's `_metadata.file_path`, an escaped URI: a path written the wrong
-    # way would match no file and find nothing, silently.
+    # Many candidates are picked by Spark's `_metadata.file_path`, an escaped URI: a path written
+    # the wrong way would match no file and find nothing, silently. Few are named to Spark.
+    monkeypatch.setattr(search, "_NAMED_AT_MOST", named_at_most)
     root = copy_dataset(people_lake.root, tmp_path / "lake #1 é 100%" / "people")
 
     access(spark, Batch({"flat": ["u7"]}), [Dataset.resolve(root)], tmp_path / "egress")

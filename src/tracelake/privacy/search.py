@@ -29,6 +29,9 @@ MATCHED_IDS = "_tracelake_ids"
 REQUESTS = "_tracelake_requests"
 SOURCE_FILE = "_tracelake_file"
 _URI_PATH_SAFE = "/;:@&=+$,-_.!~*'()"  # java.net.URI leaves these unescaped in a path
+# Up to this many files are named to Spark; more are cut from the folder's listing (Spark lists
+# more than 32 named paths with a job of its own: spark.sql.sources.parallelPartitionDiscovery).
+_NAMED_AT_MOST = 32
 _REQUEST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:#@+=-]{0,127}")
 
 
@@ -158,12 +161,16 @@ def read_files(spark: SparkSession, dataset: Dataset, plan: ScanPlan) -> DataFra
     from pyspark.sql import functions as F
 
     root = dataset.root
+    few = not plan.full_scan and len(plan.candidates) <= _NAMED_AT_MOST
+    reader = spark.read.option("basePath", str(root)) if few else spark.read
     if len({_columns(root / path) for path in plan.candidates}) > 1:
-        df = spark.read.option("mergeSchema", "true").parquet(str(root))
+        reader = reader.option("mergeSchema", "true")
     else:
         # One candidate's columns (its footer, read on the driver) stand for all of them.
-        columns = spark.read.parquet(str(root / plan.candidates[0])).schema
-        df = spark.read.schema(columns).parquet(str(root))
+        reader = reader.schema(spark.read.parquet(str(root / plan.candidates[0])).schema)
+    if few:  # naming a few files is quicker than listing the whole folder
+        return reader.parquet(*[str(root / path) for path in plan.candidates])
+    df = reader.parquet(str(root))
     if plan.full_scan:
         return df
     return df.where(
