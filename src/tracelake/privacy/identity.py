@@ -89,34 +89,21 @@ def _holds_one(data_type: DataType) -> bool:
 
 
 def holds_any(schema: StructType, columns: Sequence[str], ids: Sequence[str]) -> Column:
-    """True for rows holding any of `ids` in any of `columns`, as cheaply as Spark allows.
+    """True for rows holding any of `ids` in any of `columns`, without building id arrays.
 
-    A plain column is an `IN` (which Spark pushes down to Parquet). Nested ids are gathered into
-    one array per row with Spark's compiled operators (`map_values`, `flatten`, field access
-    through arrays of structs, casts) and tested with `arrays_overlap` against the ids: no
-    lambda, which Spark would interpret row by row. Only shapes those operators cannot reach
-    (an array of maps) fall back to `exists`.
+    A string column is a plain `IN` (which Spark pushes down to Parquet); nested ids are
+    tested where they sit, with `exists`, so rows that match nothing cost no allocation.
     """
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     wanted = list(ids)
-    literal = F.lit(wanted).cast("array<string>")
-    tests = []
-    for column in columns:
-        value, data_type = _column(schema, column), schema[column].dataType
-        if _is_atomic(data_type):
-            test = _text(value, data_type).isin(wanted)
-        else:
-            gathered = _gather(value, data_type)
-            test = (
-                F.arrays_overlap(gathered, literal)
-                if gathered is not None
-                else F.exists(_ids(value, data_type), lambda text: text.isin(wanted))
-            )
-        # Never null: a delete keeps the rows where this is false, and NOT NULL would drop them too.
-        tests.append(F.coalesce(test, F.lit(False)))
+    # Never null: a delete keeps the rows where this is false, and NOT NULL would drop them too.
+    tests = [
+        F.coalesce(_holds(_column(schema, column), schema[column].dataType, wanted), F.lit(False))
+        for column in columns
+    ]
     return reduce(lambda left, right: left | right, tests)
 
 
@@ -126,37 +113,19 @@ def _column(schema: StructType, name: str) -> Column:
     return F.col(f"`{schema[name].name}`")
 
 
-def _text(value: Column, data_type: DataType) -> Column:
-    from pyspark.sql.types import StringType
-
-    return value if isinstance(data_type, StringType) else value.cast("string")
-
-
-def _gather(value: Column, data_type: DataType) -> Column | None:
-    """`array<string>` of the ids under a non-atomic value, without lambdas; None if it takes one."""
+def _holds(value: Column, data_type: DataType, ids: list[str]) -> Column:
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
+    if isinstance(data_type, ArrayType):
+        return F.exists(value, lambda item: _holds(item, data_type.elementType, ids))
     if isinstance(data_type, MapType):
-        return _gather(F.map_values(value), ArrayType(data_type.valueType))
+        return F.exists(F.map_values(value), lambda item: _holds(item, data_type.valueType, ids))
     if isinstance(data_type, StructType):
         name = _id_field(data_type) or ID_FIELD
-        inner = data_type[name].dataType
-        return (
-            F.array(_text(value.getField(name), inner))
-            if _is_atomic(inner)
-            else _gather(value.getField(name), inner)
-        )
-    if isinstance(data_type, ArrayType):
-        element = data_type.elementType
-        if _is_atomic(element):
-            return value.cast("array<string>")
-        if isinstance(element, ArrayType):
-            return _gather(F.flatten(value), element)
-        if isinstance(element, StructType):
-            name = _id_field(element) or ID_FIELD
-            return _gather(value.getField(name), ArrayType(element[name].dataType))
-    return None
+        return _holds(value.getField(name), data_type[name].dataType, ids)
+    text = value if isinstance(data_type, StringType) else value.cast("string")
+    return text.isin(ids)
 
 
 def all_row_ids(schema: StructType, columns: Sequence[str]) -> Column:
