@@ -741,24 +741,13 @@ def versions(spark: SparkSession) -> str:
     )
 
 
-QUIET_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.console.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
 def create_session(workdir: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
+    from tracelake.local_spark import quiet_log_option
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log_config = workdir / "log4j2-quiet.properties"
-    log_config.write_text(QUIET_LOG4J2)
     spark = (
         SparkSession.builder.master("local[*]")
         .appName("tracelake-privacy-bench")
@@ -772,7 +761,7 @@ def create_session(workdir: Path) -> SparkSession:
         # task thread's file system statistics) miss their bytes; read as before vectored IO.
         .config("spark.hadoop.parquet.hadoop.vectored.io.enabled", "false")
         .config("spark.local.dir", str(workdir / "spark-local"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+        .config("spark.driver.extraJavaOptions", quiet_log_option(workdir))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -60,6 +60,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tracelake.local_spark import quiet_log_option
+
 DS = "2024-03-10"
 DEFAULT_BASE = Path(".tracelake") / "demo-lake"
 
@@ -562,30 +564,6 @@ def run_jobs(
 # Command line.
 
 
-_QUIET_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.console.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
-"""
-
-
-def _quiet_log_config(lake: Lake) -> Path:
-    """A log4j2 config that only lets errors through, so the pipeline's own output stays readable.
-
-    `setLogLevel` comes too late for the start-up warnings; the driver JVM has to be told.
-    """
-    path = lake.base / "log4j2-quiet.properties"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_QUIET_LOG4J2)
-    return path
-
-
 def create_session(lake: Lake, *, master: str = "local[*]") -> SparkSession:
     """A quiet local session whose catalog keeps its tables under the lake's warehouse."""
     # Python UDF workers must run this interpreter, not whatever `python3` is first on PATH.
@@ -601,7 +579,8 @@ def create_session(lake: Lake, *, master: str = "local[*]") -> SparkSession:
         .config("spark.default.parallelism", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(lake.warehouse))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log_config(lake)}")
+        # `setLogLevel` comes too late for the start-up warnings: the driver JVM has to be told.
+        .config("spark.driver.extraJavaOptions", quiet_log_option(lake.base))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

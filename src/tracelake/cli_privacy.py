@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tracelake.cli import DbOption, UserError, err, friendly_errors, out
+from tracelake.local_spark import quiet_log_option
 from tracelake.privacy.filters import DEFAULT_FPP
 from tracelake.privacy.identity import IdentityError
 from tracelake.privacy.queue import RequestQueue
@@ -327,9 +329,11 @@ def _spark() -> Iterator[SparkSession]:
         yield active
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logs = Path(tempfile.gettempdir()) / f"tracelake-{getpass.getuser()}"
     session = (
         SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
         .appName("tracelake-privacy")
+        .config("spark.driver.extraJavaOptions", quiet_log_option(logs))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
