@@ -37,11 +37,9 @@ import contextlib
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +47,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from machine import load_change, versions
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -733,14 +733,6 @@ def print_targets(
     )
 
 
-def versions(spark: SparkSession) -> str:
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    return (
-        f"Python {platform.python_version()}, Spark {spark.version}, "
-        f"{java[0].strip() if java else 'java ?'}, {os.cpu_count()} cores ({platform.machine()})"
-    )
-
-
 def create_session(workdir: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -864,12 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    load_after = os.getloadavg()
-    print(
-        f"\nload average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
-        f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; "
-        f"total {time.perf_counter() - started:.0f} s"
-    )
+    print(f"\n{load_change(load_before)}; total {time.perf_counter() - started:.0f} s")
     if args.keep:
         print(f"kept: {workdir}")
     return 0

@@ -32,11 +32,9 @@ import argparse
 import importlib
 import itertools
 import os
-import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from machine import load_change, versions
 
 PIPELINE_SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "dating" / "pipeline.py"
 TARGET = 0.03
@@ -155,14 +155,6 @@ class JvmCpu:
         return (int(fields[11]) + int(fields[12])) / self._ticks
 
 
-def _versions(spark: Any) -> str:
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    return (
-        f"Python {platform.python_version()}, Spark {spark.version}, "
-        f"{java[0].strip() if java else 'java ?'}, {os.cpu_count()} cores ({platform.machine()})"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=12, help="timed (untracked, tracked) pairs")
@@ -184,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracked: list[Pass] = []
     spark = pipeline.create_session(lake)
     try:
-        print(f"{_versions(spark)}, master {spark.sparkContext.master}")
+        print(f"{versions(spark)}, master {spark.sparkContext.master}")
         print(
             f"pipeline: examples/dating/pipeline.py as is (jobs {', '.join(n for n, _ in pipeline.JOBS)}), "
             f"users={sizes.users}, match_events={sizes.match_events}"
@@ -308,11 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"target ≤ {TARGET:.0%} wall-time overhead: {wall.verdict}")
     print(f"\nlast tracked store: {last_store_counts}")
-    load_after = os.getloadavg()
     print(
-        f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
-        f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}; "
-        f"{2 * args.pairs} timed + {2 * args.warmup} warm-up passes in "
+        f"{load_change(load_before)}; {2 * args.pairs} timed + {2 * args.warmup} warm-up passes in "
         f"{time.perf_counter() - bench_started:.0f} s"
     )
     if args.keep:
