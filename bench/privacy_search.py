@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from machine import load_change, versions
+from tracelake.privacy.filters import DEFAULT_FPP
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -301,14 +302,14 @@ class IndexFigures:
         return 8.0 * self.disk_bytes / sum(self.distinct.values())
 
 
-def build_index(spark: SparkSession, lake: Path) -> IndexFigures:
+def build_index(spark: SparkSession, lake: Path, fpp: float) -> IndexFigures:
     """A fresh index over the whole lake (an old one is removed first, so the build is timed)."""
     from tracelake.privacy import DatasetIndex, build_index
     from tracelake.privacy.index import list_data_files
 
     shutil.rmtree(lake / INDEX_DIR, ignore_errors=True)
     started = time.perf_counter()
-    report = build_index(spark, lake, identity=IDENTITY)
+    report = build_index(spark, lake, identity=IDENTITY, fpp=fpp)
     seconds = time.perf_counter() - started
     if report.unindexed or report.indexed != len(list_data_files(lake)):
         print(f"WARNING: {len(report.unindexed)} files left unindexed: {report.unindexed[:5]}")
@@ -781,12 +782,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"{', '.join(map(str, QUICK['batches']))} ids",
     )
     parser.add_argument("--seed", type=int, default=7, help="which ids are drawn for the requests")
+    parser.add_argument(
+        "--fpp",
+        type=float,
+        default=DEFAULT_FPP,
+        help=f"the index's false-positive rate a filter (default {DEFAULT_FPP * 100:g}%%; below 2^-8 it "
+        "takes 16-bit fingerprints, about 18 bits an id)",
+    )
+    parser.add_argument(
+        "--batches", help="comma-separated batch sizes (default 1,100,10000; the quick run's 1,100,200)"
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     args.files = args.files or sizes["files"]
     args.rows_per_file = args.rows_per_file or sizes["rows_per_file"]
     args.write_rows = sizes["write_rows"] if args.write_rows is None else args.write_rows
-    args.batches = sizes["batches"]
+    args.batches = tuple(int(size) for size in args.batches.split(",")) if args.batches else sizes["batches"]
+    if 1 not in args.batches:
+        parser.error("--batches must include 1: the single id checks the formula against a full scan")
     return args
 
 
@@ -818,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         describe_lake(lake, layout)
         names = data_files(lake)
 
-        index = build_index(spark, lake)
+        index = build_index(spark, lake, args.fpp)
         measure_false_positives(lake, layout, index, ABSENT_IDS)
         print_index(index, layout, ABSENT_IDS)
 

@@ -10,6 +10,7 @@ load into numpy without parsing.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -134,6 +135,70 @@ privacy_audit = sa.Table(
     sa.Column("details", sa.JSON),  # datasets, files rewritten, rows removed/found, error class
 )
 sa.Index("ix_privacy_audit_request", privacy_audit.c.request_id)
+
+# Time-partitioned entities: their definitions, and the status of each instance. `entity_instances`
+# holds the current status; every change is also appended to `entity_instance_history`, so the
+# status of an instance at any past moment can be read back. Instance bounds are epoch seconds
+# (the planner's unit); `changed_at` is microseconds like every other moment in the store.
+entity_definitions = sa.Table(
+    "entity_definitions",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("definition", sa.JSON, nullable=False),
+    sa.Column("loaded_at", sa.BigInteger, nullable=False),
+)
+
+
+def _instance_columns() -> list[sa.Column[Any]]:
+    return [
+        sa.Column("entity", sa.String(200), nullable=False),
+        sa.Column("start_s", sa.BigInteger, nullable=False),
+        sa.Column("end_s", sa.BigInteger, nullable=False),
+        sa.Column("states", sa.JSON, nullable=False),  # the states it holds, in the entity's order
+        sa.Column("valid", sa.Boolean, nullable=False),
+        sa.Column("reason", sa.Text),  # why it was tainted or downgraded
+        sa.Column("actor", sa.String(200), nullable=False),
+        sa.Column("changed_at", sa.BigInteger, nullable=False),
+        sa.Column("run_id", sa.String(250)),
+    ]
+
+
+entity_instances = sa.Table(
+    "entity_instances",
+    metadata,
+    *_instance_columns(),
+    sa.PrimaryKeyConstraint("entity", "start_s"),
+)
+
+entity_instance_history = sa.Table(
+    "entity_instance_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    *_instance_columns(),
+)
+sa.Index(
+    "ix_entity_instance_history",
+    entity_instance_history.c.entity,
+    entity_instance_history.c.start_s,
+    entity_instance_history.c.changed_at,
+)
+
+# Every clearTaskInstances call a taint plan made (or would make, when a dry run).
+airflow_clears = sa.Table(
+    "airflow_clears",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("tainted", sa.Text, nullable=False),  # the plan's root: entity [start, end)
+    sa.Column("dag_id", sa.String(250), nullable=False),
+    sa.Column("task_ids", sa.JSON, nullable=False),  # empty: every task of the DAG
+    sa.Column("start_date", sa.String(40), nullable=False),  # logical dates, inclusive
+    sa.Column("end_date", sa.String(40), nullable=False),
+    sa.Column("dry_run", sa.Boolean, nullable=False),
+    sa.Column("cleared", sa.JSON, nullable=False),  # task_id@logical_date, as Airflow answered
+)
 
 MICROS = 1_000_000
 

@@ -1,0 +1,369 @@
+"""`tracelake entities …`, `status`, `ready`, `record` and `taint`: time-partitioned entities.
+
+A thin typer layer over `tracelake.temporal.instances.EntityStore`: load and check entity
+definitions, read and record instance status, check readiness, and plan (then apply) a taint.
+Times without an offset are local to the entity's time zone.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tracelake.cli import DbOption, UserError, err, friendly_errors, out, parse_time
+from tracelake.service import Tracelake
+from tracelake.store import LineageStore
+from tracelake.temporal.airflow import AirflowClient, AirflowError, apply_to_airflow, reconcile
+from tracelake.temporal.entities import Entity
+from tracelake.temporal.instances import EntityStore, InstanceStatus
+from tracelake.temporal.lineage_link import link_lineage
+from tracelake.temporal.periods import parse_moment
+from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError
+
+entities_app = typer.Typer(help="Time-partitioned entity definitions.", no_args_is_help=True)
+
+
+class PlanFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+ActorOption = Annotated[str | None, typer.Option("--actor", help="Who does it [default: your login]")]
+AirflowUrlOption = Annotated[
+    str | None,
+    typer.Option("--airflow-url", envvar="TRACELAKE_AIRFLOW_URL", help="Airflow's base URL (for clears)"),
+]
+AirflowTokenOption = Annotated[
+    str | None, typer.Option("--airflow-token", envvar="TRACELAKE_AIRFLOW_TOKEN", help="A bearer token")
+]
+AirflowUserOption = Annotated[
+    str | None, typer.Option("--airflow-user", envvar="TRACELAKE_AIRFLOW_USER", help="Airflow user name")
+]
+AirflowPasswordOption = Annotated[
+    str | None,
+    typer.Option("--airflow-password", envvar="TRACELAKE_AIRFLOW_PASSWORD", help="Airflow password"),
+]
+
+
+def airflow_client(
+    url: str | None, token: str | None, user: str | None, password: str | None
+) -> AirflowClient | None:
+    if not url:
+        return None
+    return AirflowClient(url, token=token, username=user, password=password)
+
+
+def open_entities(db: str | None) -> EntityStore:
+    return EntityStore(LineageStore(db))
+
+
+def _graph(entities: EntityStore) -> EntityGraph:
+    graph = entities.graph()
+    if not graph.entities:
+        raise UserError("no entity definitions in the store: load some with `tracelake entities load PATH`")
+    return graph
+
+
+def _entity(graph: EntityGraph, name: str) -> Entity:
+    if name not in graph.entities:
+        raise UserError(f"unknown entity {name!r} (known: {', '.join(sorted(graph.entities)[:10])}…)")
+    return graph.entities[name]
+
+
+def _moment(text: str, entity: Entity, option: str) -> int:
+    try:
+        return parse_moment(text, entity.tz)
+    except ValueError:
+        example = "e.g. 2024-03-10 or 2024-03-10T05:00"
+        raise UserError(f"{option} {text!r} is not an ISO date or time ({example})") from None
+
+
+@entities_app.command("load")
+@friendly_errors
+def load_command(
+    paths: Annotated[list[Path], typer.Argument(help="YAML files or folders of them")],
+    db: DbOption = None,
+) -> None:
+    """Check entity definitions and store them; nothing is stored if any has a problem."""
+    entities = open_entities(db)
+    found = entities.load(paths)
+    if not found.ok:
+        for problem in found.problems:
+            err.print(f"[red]error:[/red] {problem}", highlight=False)
+        err.print(f"{len(found.problems)} problem(s): nothing stored", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"stored {len(found.entities)} entities", highlight=False)
+
+
+@entities_app.command("list")
+@friendly_errors
+def list_command(db: DbOption = None) -> None:
+    """The stored entities, upstream first."""
+    graph = _graph(open_entities(db))
+    table = Table(title="entities")
+    for column in ("entity", "period", "kind", "time zone", "states", "depends on", "airflow"):
+        table.add_column(column, overflow="fold")
+    for name in graph.order:
+        entity = graph.entities[name]
+        upstreams = sorted({edge.upstream.name for edge in graph.parents[name]})
+        airflow = entity.airflow
+        table.add_row(
+            name,
+            entity.period.value if entity.period else "-",
+            entity.kind.value,
+            entity.timezone,
+            ", ".join(entity.state_names),
+            ", ".join(upstreams),
+            f"{airflow.dag_id}.{airflow.task_id or '*'}" if airflow else "",
+        )
+    out.print(table)
+
+
+@entities_app.command("link")
+@friendly_errors
+def link_command(db: DbOption = None) -> None:
+    """Check entity dependencies against observed lineage; exit 1 if a flow is not covered."""
+    entities = open_entities(db)
+    findings = link_lineage(_graph(entities), Tracelake(entities.store))
+    if not findings:
+        out.print("every observed flow between entities is a declared dependency", highlight=False)
+        return
+    table = Table(title="entities against lineage")
+    for column in ("finding", "upstream", "downstream", "detail", "suggestion"):
+        table.add_column(column, overflow="fold")
+    for finding in findings:
+        table.add_row(finding.kind, finding.upstream, finding.downstream, finding.detail, finding.suggestion)
+    out.print(table)
+    if any(finding.kind == "missing dependency" for finding in findings):
+        raise typer.Exit(1)
+
+
+def status_command(
+    entity: Annotated[str, typer.Argument(help="The entity")],
+    at: Annotated[str | None, typer.Option(help="As the table was at this moment (ISO)")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="Instances from this time")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Instances before this time")] = None,
+    db: DbOption = None,
+) -> None:
+    """The status of an entity's instances: states held, valid or tainted, who, when and why."""
+    entities = open_entities(db)
+    subject = _entity(_graph(entities), entity)
+    lo = _moment(start, subject, "--from") if start else None
+    hi = _moment(end, subject, "--to") if end else None
+    rows = entities.status(entity, lo=lo, hi=hi, at=parse_time(at, "--at"))
+    if not rows:
+        out.print(f"no instance of {entity} on record" + (f" at {at}" if at else ""), highlight=False)
+        return
+    out.print(_status_table(subject, rows, f"{entity}" + (f" as of {at}" if at else "")))
+
+
+def _status_table(entity: Entity, rows: list[InstanceStatus], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("instance", "states", "valid", "reason", "by", "changed", "run"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            entity.label(row.start),
+            ", ".join(row.states) or "-",
+            "yes" if row.valid else "[red]no[/red]",
+            row.reason or "",
+            row.actor,
+            row.changed_at.isoformat(timespec="seconds"),
+            row.run_id or "",
+        )
+    return table
+
+
+def record_command(
+    entity: Annotated[str, typer.Argument(help="The entity")],
+    at: Annotated[str, typer.Option(help="A moment inside the instance (ISO)")],
+    state: Annotated[str, typer.Option(help="The state the instance now holds")] = "completed",
+    run_id: Annotated[str | None, typer.Option("--run-id", help="The run that produced it")] = None,
+    actor: ActorOption = None,
+    db: DbOption = None,
+) -> None:
+    """Record that an instance now holds a state (what a successful run reports)."""
+    entities = open_entities(db)
+    subject = _entity(_graph(entities), entity)
+    try:
+        row = entities.record(
+            subject, _moment(at, subject, "--at"), state, actor=actor or getpass.getuser(), run_id=run_id
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    out.print(f"{entity} {subject.label(row.start)}: {', '.join(row.states)}", highlight=False)
+
+
+def ready_command(
+    entity: Annotated[str, typer.Argument(help="The entity")],
+    at: Annotated[str, typer.Option(help="A moment inside the instance (ISO)")],
+    state: Annotated[str, typer.Option(help="The state to produce")] = "completed",
+    db: DbOption = None,
+) -> None:
+    """Whether an instance's dependencies for a state are there; exit 1 and list them if not."""
+    entities = open_entities(db)
+    graph = _graph(entities)
+    subject = _entity(graph, entity)
+    try:
+        readiness = entities.is_ready(graph, entity, _moment(at, subject, "--at"), state)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    label = subject.label(readiness.start)
+    if readiness.ready:
+        out.print(f"{entity} {label} is ready to be {state}", highlight=False)
+        return
+    table = Table(title=f"{entity} {label} is not ready to be {state}")
+    for column in ("upstream", "instance", "problem", "detail"):
+        table.add_column(column, overflow="fold")
+    for blocker in readiness.blockers:
+        instance = graph.entities[blocker.entity].label(blocker.start)
+        table.add_row(blocker.entity, instance, blocker.problem, blocker.detail)
+    out.print(table)
+    raise typer.Exit(1)
+
+
+def taint_command(
+    entity: Annotated[str, typer.Argument(help="The entity whose data is wrong")],
+    start: Annotated[str, typer.Option("--from", help="Start of the wrong data (ISO)")],
+    end: Annotated[str, typer.Option("--to", help="End of the wrong data, exclusive (ISO)")],
+    reason: Annotated[str, typer.Option(help="Why: kept with every instance it taints")],
+    until: Annotated[
+        str | None, typer.Option(help="Plan instances that have ended by then [default: now]")
+    ] = None,
+    output: Annotated[PlanFormat, typer.Option("--format", help="table or json")] = PlanFormat.table,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Mark the instances in the status table and clear Airflow's tasks")
+    ] = False,
+    actor: ActorOption = None,
+    airflow_url: AirflowUrlOption = None,
+    airflow_token: AirflowTokenOption = None,
+    airflow_user: AirflowUserOption = None,
+    airflow_password: AirflowPasswordOption = None,
+    db: DbOption = None,
+) -> None:
+    """Plan what to rebuild downstream of wrong data; a dry run unless --apply."""
+    entities = open_entities(db)
+    graph = _graph(entities)
+    subject = _entity(graph, entity)
+    lo, hi = _moment(start, subject, "--from"), _moment(end, subject, "--to")
+    if hi <= lo:
+        raise UserError(f"--to {end} is not after --from {start}")
+    horizon = parse_time(until, "--until")
+    try:
+        plan = graph.plan(entity, lo, hi, until=int(horizon.timestamp()) if horizon else int(time.time()))
+    except UnknownEntityError as error:
+        raise UserError(str(error)) from None
+    if output is PlanFormat.json:
+        sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
+    else:
+        _print_plan(plan, reason)
+    if not apply:
+        if output is PlanFormat.table:
+            err.print("dry run: nothing changed (add --apply to mark the instances)", highlight=False)
+        return
+    who = actor or getpass.getuser()
+    report = entities.apply(plan, reason=reason, actor=who, graph=graph)
+    err.print(
+        f"applied: {report.rebuilt} instance(s) marked for rebuild, {report.downgraded} downgraded",
+        highlight=False,
+    )
+    client = airflow_client(airflow_url, airflow_token, airflow_user, airflow_password)
+    if client is None:
+        err.print("no Airflow configured (--airflow-url): no task cleared", highlight=False)
+        return
+    try:
+        cleared = apply_to_airflow(plan, graph, client, entities, reason=reason, actor=who)
+    except AirflowError as error:
+        raise UserError(f"the status table is marked, but clearing Airflow failed: {error}") from None
+    for index, request in enumerate(cleared.requests):
+        tasks = ", ".join(request.task_ids) or "every task"
+        err.print(
+            f"cleared {len(cleared.cleared[index])} task instance(s) of {request.dag_id} ({tasks}), "
+            f"logical dates {request.start.isoformat()} … {request.end.isoformat()}",
+            highlight=False,
+        )
+    if cleared.unbound:
+        err.print(f"no Airflow task bound to: {', '.join(cleared.unbound)}", highlight=False)
+
+
+def reconcile_command(
+    start: Annotated[str, typer.Option("--from", help="Instances from this time (ISO, UTC if no offset)")],
+    end: Annotated[str, typer.Option("--to", help="Instances before this time")],
+    airflow_url: AirflowUrlOption = None,
+    airflow_token: AirflowTokenOption = None,
+    airflow_user: AirflowUserOption = None,
+    airflow_password: AirflowPasswordOption = None,
+    db: DbOption = None,
+) -> None:
+    """Compare the status table with Airflow's task instances; exit 1 and list the drift."""
+    client = airflow_client(airflow_url, airflow_token, airflow_user, airflow_password)
+    if client is None:
+        raise UserError("reconcile needs Airflow: give --airflow-url (or TRACELAKE_AIRFLOW_URL)")
+    entities = open_entities(db)
+    graph = _graph(entities)
+    lo, hi = parse_time(start, "--from"), parse_time(end, "--to")
+    assert lo is not None and hi is not None
+    try:
+        drifts = reconcile(graph, client, entities, lo=int(lo.timestamp()), hi=int(hi.timestamp()))
+    except AirflowError as error:
+        raise UserError(str(error)) from None
+    if not drifts:
+        out.print("the status table and Airflow agree", highlight=False)
+        return
+    table = Table(title="drift between the status table and Airflow")
+    for column in ("entity", "instance", "airflow", "problem"):
+        table.add_column(column, overflow="fold")
+    for drift in drifts:
+        label = graph.entities[drift.entity].label(drift.start)
+        table.add_row(drift.entity, label, drift.airflow_state or "-", drift.problem)
+    out.print(table)
+    raise typer.Exit(1)
+
+
+def _print_plan(plan: TaintPlan, reason: str) -> None:
+    table = Table(title=f"taint {plan.entity} [{plan.start}, {plan.end}): {reason}")
+    for column in ("#", "entity", "from", "to", "instances", "action", "states", "path"):
+        table.add_column(column, overflow="fold")
+    for number, step in enumerate(plan.steps, 1):
+        action = step.action if step.action == "rebuild" else f"downgrade (keeps {', '.join(step.keeps)})"
+        table.add_row(
+            str(number),
+            step.entity,
+            step.start,
+            step.end,
+            str(step.instances),
+            action,
+            ", ".join(step.states),
+            " → ".join(step.path),
+        )
+    out.print(table)
+    rebuilt = sum(step.instances for step in plan.steps if step.action == "rebuild")
+    downgraded = sum(step.instances for step in plan.steps if step.action == "downgrade")
+    out.print(
+        f"{len(plan.entities())} entities: {rebuilt} instance(s) to rebuild, {downgraded} to downgrade",
+        highlight=False,
+    )
+    if plan.static_reached:
+        static = ", ".join(plan.static_reached)
+        out.print(f"static entities downstream, not rebuilt: {static}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the entity commands to the main `tracelake` app."""
+    app.add_typer(entities_app, name="entities")
+    for name, command in (
+        ("status", status_command),
+        ("record", record_command),
+        ("ready", ready_command),
+        ("taint", taint_command),
+        ("reconcile", reconcile_command),
+    ):
+        app.command(name)(friendly_errors(command))

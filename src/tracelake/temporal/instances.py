@@ -1,0 +1,303 @@
+"""Entity definitions and instance status in the lineage store; readiness of an instance.
+
+The status table says, for each instance of each entity, which states it holds, whether it is
+valid, and who changed it, when, in which run and why. Every change is appended to a history
+table too, so `status(..., at=D)` answers "what was the status of X on date D". A run records a
+state on success (`record`, what the Airflow callback calls); a taint plan, once applied,
+invalidates the instances it rebuilds and takes the lost states off those it downgrades.
+
+`is_ready` checks one instance's dependencies for one state against the table: every upstream
+instance its date range needs must be there, valid, and hold an accepted state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from tracelake.model import utcnow
+from tracelake.store import LineageStore
+from tracelake.store import schema as s
+from tracelake.temporal.definitions import Definitions, entity_from_dict, load_definitions
+from tracelake.temporal.entities import Entity, Kind, RangeKind
+from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError, first_instance
+from tracelake.temporal.ranges import FOREVER, Edge, needed
+
+STATIC_START = 0  # the one instance of a static entity
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    entity: str
+    start: int
+    end: int
+    states: tuple[str, ...]
+    valid: bool
+    reason: str | None
+    actor: str
+    changed_at: datetime
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """An upstream instance that keeps an instance from being ready, and why."""
+
+    entity: str
+    start: int
+    end: int
+    problem: str  # missing | tainted | lacks state
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Readiness:
+    entity: str
+    start: int
+    state: str
+    blockers: tuple[Blocker, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        return not self.blockers
+
+
+@dataclass
+class ApplyReport:
+    instances: int = 0
+    rebuilt: int = 0
+    downgraded: int = 0
+    by_entity: dict[str, int] = field(default_factory=dict)
+
+
+class EntityStore:
+    """Entities and their instances' status in one lineage store."""
+
+    def __init__(self, store: LineageStore) -> None:
+        self.store = store
+
+    # -- definitions
+
+    def load(self, paths: Sequence[Path]) -> Definitions:
+        """Read and check definitions against those stored; store them only if all are sound."""
+        found = load_definitions(paths, known=self.definitions())
+        if found.ok:
+            self.save_definitions(found.entities.values())
+        return found
+
+    def save_definitions(self, entities: Iterable[Entity]) -> int:
+        """Store (or replace) definitions, all in one transaction."""
+        now = s.to_micros(utcnow())
+        rows = [{"name": e.name, "definition": e.to_dict(), "loaded_at": now} for e in entities]
+        table = s.entity_definitions
+        with self.store.engine.begin() as conn:
+            if rows:
+                conn.execute(table.delete().where(table.c.name.in_([row["name"] for row in rows])))
+                conn.execute(table.insert(), rows)
+        return len(rows)
+
+    def definitions(self) -> dict[str, Entity]:
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(sa.select(s.entity_definitions.c.definition)).scalars().all()
+        return {entity.name: entity for entity in (entity_from_dict(row) for row in rows)}
+
+    def graph(self) -> EntityGraph:
+        return EntityGraph(self.definitions())
+
+    # -- instances
+
+    def record(
+        self,
+        entity: Entity,
+        moment: int,
+        state: str,
+        *,
+        actor: str,
+        run_id: str | None = None,
+        replace_states: bool = False,
+    ) -> InstanceStatus:
+        """The instance holding `moment` now holds `state` and is valid (a run just produced it)."""
+        entity.require_state(state)
+        start, end = instance_bounds(entity, moment)
+        current = self._current(entity.name, start)
+        held = set() if replace_states or current is None or not current.valid else set(current.states)
+        held.add(state)
+        states = tuple(name for name in entity.state_names if name in held)
+        with self.store.engine.begin() as conn:
+            self._write(conn, entity.name, start, end, states, True, None, actor, run_id)
+        return self._current(entity.name, start)  # type: ignore[return-value]
+
+    def apply(self, plan: TaintPlan, *, reason: str, actor: str, graph: EntityGraph) -> ApplyReport:
+        """Mark the plan in the table, in one transaction: rebuilt instances invalid with no
+        state, downgraded ones without the states they lost."""
+        report = ApplyReport()
+        with self.store.engine.begin() as conn:
+            for step in plan.steps:
+                entity = graph.entities[step.entity]
+                if entity.kind is Kind.STATIC:
+                    starts = [STATIC_START]
+                else:
+                    starts = entity.calendar.starts(step.start_epoch, step.end_epoch)
+                current = {row.start: row for row in self._rows(conn, entity.name, starts[0], starts[-1] + 1)}
+                for start in starts:
+                    end = instance_bounds(entity, start)[1]
+                    if step.action == "rebuild":
+                        states: tuple[str, ...] = ()
+                        report.rebuilt += 1
+                    else:
+                        row = current.get(start)
+                        held = row.states if row is not None else entity.state_names
+                        states = tuple(state for state in held if state not in step.states)
+                        report.downgraded += 1
+                    why = f"{reason} (via {' → '.join(step.path)})" if len(step.path) > 1 else reason
+                    self._write(conn, entity.name, start, end, states, bool(states), why, actor, None)
+                    report.instances += 1
+                    report.by_entity[entity.name] = report.by_entity.get(entity.name, 0) + 1
+        return report
+
+    def status(
+        self, entity: str, *, lo: int | None = None, hi: int | None = None, at: datetime | None = None
+    ) -> list[InstanceStatus]:
+        """Instances of `entity` starting in [lo, hi): as they are, or as they were at `at`."""
+        with self.store.engine.connect() as conn:
+            if at is None:
+                return self._rows(conn, entity, lo, hi)
+            history = s.entity_instance_history
+            latest = (
+                sa.select(history.c.start_s, sa.func.max(history.c.id).label("id"))
+                .where(history.c.entity == entity, history.c.changed_at <= s.to_micros(at))
+                .group_by(history.c.start_s)
+                .subquery()
+            )
+            query = sa.select(history).join(latest, history.c.id == latest.c.id)
+            query = _between(query, history, lo, hi).order_by(history.c.start_s)
+            return [_status(row) for row in conn.execute(query)]
+
+    def is_ready(self, graph: EntityGraph, name: str, moment: int, state: str) -> Readiness:
+        """Whether the instance holding `moment` has what `state` needs, or what is missing."""
+        if name not in graph.entities:
+            raise UnknownEntityError(name)
+        entity = graph.entities[name]
+        entity.require_state(state)
+        start, _ = instance_bounds(entity, moment)
+        blockers: list[Blocker] = []
+        with self.store.engine.connect() as conn:
+            for edge in graph.parents[name]:
+                if edge.state != state:
+                    continue
+                for up_start, up_end in _needed_instances(edge, start, self, conn):
+                    row = self._current_in(conn, edge.upstream.name, up_start)
+                    blocker = _blocker(edge.upstream, up_start, up_end, row, edge.dependency.states)
+                    if blocker is not None:
+                        blockers.append(blocker)
+        return Readiness(name, start, state, tuple(blockers))
+
+    # -- rows
+
+    def _current(self, entity: str, start: int) -> InstanceStatus | None:
+        with self.store.engine.connect() as conn:
+            return self._current_in(conn, entity, start)
+
+    def _current_in(self, conn: sa.Connection, entity: str, start: int) -> InstanceStatus | None:
+        table = s.entity_instances
+        row = conn.execute(sa.select(table).where(table.c.entity == entity, table.c.start_s == start)).first()
+        return _status(row) if row is not None else None
+
+    def _rows(self, conn: sa.Connection, entity: str, lo: int | None, hi: int | None) -> list[InstanceStatus]:
+        table = s.entity_instances
+        query = _between(sa.select(table).where(table.c.entity == entity), table, lo, hi)
+        return [_status(row) for row in conn.execute(query.order_by(table.c.start_s))]
+
+    def _write(
+        self,
+        conn: sa.Connection,
+        entity: str,
+        start: int,
+        end: int,
+        states: Sequence[str],
+        valid: bool,
+        reason: str | None,
+        actor: str,
+        run_id: str | None,
+    ) -> None:
+        values = {
+            "entity": entity,
+            "start_s": start,
+            "end_s": end,
+            "states": list(states),
+            "valid": valid,
+            "reason": reason,
+            "actor": actor,
+            "changed_at": s.to_micros(utcnow()),
+            "run_id": run_id,
+        }
+        table = s.entity_instances
+        conn.execute(table.delete().where(table.c.entity == entity, table.c.start_s == start))
+        conn.execute(table.insert().values(**values))
+        conn.execute(s.entity_instance_history.insert().values(**values))
+
+
+def instance_bounds(entity: Entity, moment: int) -> tuple[int, int]:
+    """[start, end) of the instance of `entity` that holds `moment` (the one instance if static)."""
+    if entity.kind is Kind.STATIC:
+        return STATIC_START, FOREVER
+    calendar = entity.calendar
+    start = calendar.floor(moment)
+    return start, calendar.end(start)
+
+
+def _needed_instances(
+    edge: Edge, start: int, store: EntityStore, conn: sa.Connection
+) -> list[tuple[int, int]]:
+    """The upstream instances the downstream instance at `start` reads over `edge`; none before
+    the upstream's declared start. Full history (`all`) is the instances on record."""
+    upstream = edge.upstream
+    if upstream.kind is Kind.STATIC:
+        return [(STATIC_START, FOREVER)]
+    lo, hi = needed(edge, start)
+    first = first_instance(upstream)
+    if edge.dependency.dates.kind is RangeKind.ALL:
+        return [(row.start, row.end) for row in store._rows(conn, upstream.name, first, hi)]
+    calendar = upstream.calendar
+    if first is not None:
+        lo = max(lo, first)
+    return [(up, calendar.end(up)) for up in calendar.starts(lo, hi)]
+
+
+def _blocker(
+    upstream: Entity, start: int, end: int, row: InstanceStatus | None, accepted: Sequence[str]
+) -> Blocker | None:
+    if row is None:
+        return Blocker(upstream.name, start, end, "missing")
+    if not row.valid:
+        return Blocker(upstream.name, start, end, "tainted", row.reason or "")
+    if not set(row.states) & set(accepted):
+        detail = f"holds {', '.join(row.states) or 'none'}; needs {' or '.join(accepted)}"
+        return Blocker(upstream.name, start, end, "lacks state", detail)
+    return None
+
+
+def _between(query: sa.Select, table: sa.Table, lo: int | None, hi: int | None) -> sa.Select:  # type: ignore[type-arg]
+    if lo is not None:
+        query = query.where(table.c.start_s >= lo)
+    if hi is not None:
+        query = query.where(table.c.start_s < hi)
+    return query
+
+
+def _status(row: sa.Row) -> InstanceStatus:  # type: ignore[type-arg]
+    return InstanceStatus(
+        entity=row.entity,
+        start=row.start_s,
+        end=row.end_s,
+        states=tuple(row.states),
+        valid=bool(row.valid),
+        reason=row.reason,
+        actor=row.actor,
+        changed_at=s.from_micros(row.changed_at),
+        run_id=row.run_id,
+    )
