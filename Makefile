@@ -12,6 +12,7 @@ demo:
 	@scripts/demo.sh
 	@scripts/demo_spark.sh
 	@scripts/demo_privacy.sh
+	@scripts/demo_entities.sh
 
 test:
 	@scripts/bootstrap.sh dev

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tracelake.cli import app
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "entities"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "entities" / "wordcount.yml"
 
 
 def run(*args: str) -> tuple[int, str, str]:

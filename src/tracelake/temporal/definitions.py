@@ -231,6 +231,8 @@ def _parse_entity(item: _Located, source: str, problems: list[Problem]) -> Entit
             cumulative_over = _choice(
                 Period, item["cumulative_over"], line_of("cumulative_over"), f"{name}: cumulative_over"
             )
+            if cumulative_over is Period.WEEKLY and week_start is None:
+                raise _Invalid(line_of("cumulative_over"), f"{name}: a weekly reset needs `week_start`")
         start = item.get("start")
         if isinstance(start, date | datetime):
             start = start.isoformat()
@@ -269,7 +271,7 @@ def _parse_states(item: _Located, name: str, line_of: Any) -> tuple[EntityState,
         )
     raw = item["states"]
     if isinstance(raw, list):  # states with no dependencies of their own: [estimated, completed]
-        raw = {str(state): None for state in raw}
+        raw = _located({str(state): None for state in raw})
     if not isinstance(raw, _Located) or not raw:
         raise _Invalid(line_of("states"), f"{name}: `states` must map each state to its dependencies")
     states = []
@@ -317,7 +319,7 @@ def _parse_dependencies(raw: Any, name: str, line: int) -> tuple[Dependency, ...
         timezones = None
         if "timezones" in entry:
             timezones = _choice(
-                TzRule, entry["timezones"], entry.key_lines["timezones"], f"{name}: timezones"
+                TzRule, entry["timezones"], entry.key_lines.get("timezones", entry.line), f"{name}: timezones"
             )
         dependencies.append(
             Dependency(

@@ -278,6 +278,10 @@ def _check_dependency(
         and (upstream.week_start is None)
     ):
         return dep, f"range all_week needs a week start: declare `week_start` on {entity.name}"
+    hourly = entity.period is Period.HOURLY and upstream.period is Period.HOURLY
+    if dep.timezones is TzRule.CALENDAR and hourly and upstream.timezone != entity.timezone:
+        # wall-clock hours do not map one to one across DST: a repeated hour would read nothing
+        return dep, "the `calendar` time-zone rule cannot match hours to hours: use `timezones: instant`"
     if dep.entity == entity.name and dates.kind is not RangeKind.PREVIOUS:
         return dep, f"an instance cannot depend on itself over `{dates}`: only `previous` instances"
     if dep.entity == entity.name and not set(dep.states) & set(entity.state_names):

@@ -83,6 +83,8 @@ class Calendar:
     def starts(self, lo: int, hi: int) -> list[int]:
         """The starts of the instances that overlap [lo, hi)."""
         found: list[int] = []
+        if hi <= lo:
+            return found
         start = self.floor(lo)
         while start < hi:
             found.append(start)

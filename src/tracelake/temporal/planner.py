@@ -6,7 +6,8 @@ state, the upstream instances that no longer hold any of the dependency's accept
 "broken"; the downstream instances whose date range reads broken time (`ranges.affected`) lose
 that state. An instance that loses all its states is rebuilt; one that keeps some is
 downgraded (say, a week that was `completed` stays `estimated` when only its exact read counts
-were wrong). Static entities are never rebuilt: they have no periods to redo. Work is on spans
+were wrong). Static entities downstream are never rebuilt: they have no periods to redo (a
+tainted static entity is listed itself, as the root). Work is on spans
 of time, not single instances, and only entities the taint reaches are visited.
 
 Nothing is planned beyond the horizon: an instance counts only if it has ended by `until`
@@ -116,12 +117,14 @@ class EntityGraph:
             calendar = root.calendar
             spans = clip(((calendar.floor(start), calendar.ceil(end)),), lo, hi)
         invalid: dict[str, dict[str, Spans]] = {name: dict.fromkeys(root.state_names, spans)}
+        if root.kind is not Kind.STATIC:
+            self._follow_self_edges(root, invalid[name], invalid, lo, hi)
         via: dict[str, list[tuple[str, Spans]]] = {}  # who tainted which spans of an entity
         paths: dict[str, tuple[str, ...]] = {name: (name,)}
         pending: dict[str, list[Edge]] = {}
         queue: list[int] = []
         static: list[str] = []
-        self._release(name, spans, pending, queue)
+        self._release(name, union(*invalid[name].values()), pending, queue)
         while queue:
             child = self.order[heapq.heappop(queue)]
             entity = self.entities[child]
@@ -187,7 +190,8 @@ class EntityGraph:
                 grown = union(lost[edge.state], reached)
                 if grown != lost[edge.state]:
                     dates = edge.dependency.dates
-                    chained = edge.state in edge.dependency.states
+                    # only when the state it loses is the one state it accepts is the chain unbroken
+                    chained = edge.dependency.states == (edge.state,)
                     if chained and dates.kind is RangeKind.PREVIOUS and dates.count == 1:
                         # each round reaches one instance further: jump to the horizon at once
                         grown = union(grown, ((reached[0][0], hi),)) if reached else grown
