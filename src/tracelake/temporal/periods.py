@@ -91,6 +91,20 @@ class Calendar:
             start = self.shift(start, 1)
         return found
 
+    def count(self, lo: int, hi: int) -> int:
+        """How many instances [lo, hi) holds, both ends on instance boundaries (no enumeration)."""
+        if hi <= lo:
+            return 0
+        if self.period is Period.HOURLY:
+            return (hi - lo) // HOUR
+        first = datetime.fromtimestamp(lo, self.tz).date()
+        last = datetime.fromtimestamp(hi, self.tz).date()
+        if self.period is Period.DAILY:
+            return (last - first).days
+        if self.period is Period.WEEKLY:
+            return (last - first).days // 7
+        return (last.year - first.year) * 12 + last.month - first.month
+
     def label(self, moment: int) -> str:
         """ISO 8601 in the calendar's time zone, with its offset: `2024-03-31T00:00:00+01:00`."""
         return datetime.fromtimestamp(moment, self.tz).isoformat()

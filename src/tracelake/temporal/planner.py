@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tracelake.temporal.entities import Entity, Kind, topological_order
-from tracelake.temporal.periods import HOUR, Period, parse_moment, utc_label
+from tracelake.temporal.periods import parse_moment, utc_label
 from tracelake.temporal.ranges import Edge, RangeKind, affected
 from tracelake.temporal.spans import EMPTY, Spans, clip, intersect, normalize, overlaps, union
 
@@ -89,6 +89,7 @@ class EntityGraph:
         self.children: dict[str, list[Edge]] = {name: [] for name in self.entities}
         self.parents: dict[str, list[Edge]] = {name: [] for name in self.entities}
         self.self_edges: dict[str, list[Edge]] = {name: [] for name in self.entities}
+        self._first: dict[str, int | None] = {}  # first instances, parsed once
         for entity in self.entities.values():
             for state in entity.states:
                 for dep in state.depends_on:
@@ -103,7 +104,9 @@ class EntityGraph:
         """[first instance start, end of the last instance ended by `until`)."""
         if entity.kind is Kind.STATIC:
             return None, until
-        return first_instance(entity), entity.calendar.floor(until)
+        if entity.name not in self._first:
+            self._first[entity.name] = first_instance(entity)
+        return self._first[entity.name], entity.calendar.floor(until)
 
     def plan(self, name: str, start: int, end: int, *, until: int) -> TaintPlan:
         """Taint `name` over [start, end) (epoch seconds) and work out everything downstream."""
@@ -262,8 +265,4 @@ def _broken(edge: Edge, invalid: dict[str, dict[str, Spans]]) -> Spans:
 
 
 def _count(entity: Entity, lo: int, hi: int) -> int:
-    if entity.kind is Kind.STATIC:
-        return 1
-    if entity.period is Period.HOURLY:
-        return (hi - lo) // HOUR
-    return len(entity.calendar.starts(lo, hi))
+    return 1 if entity.period is None else entity.calendar.count(lo, hi)
