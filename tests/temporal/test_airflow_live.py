@@ -1,210 +1,103 @@
-"""Taint plans applied to a real Airflow 3 (SQLite, its REST API), and drift found by reconcile.
+"""Taint plans applied to a real Airflow 3 (SQLite, its REST API), drift found by reconcile, and
+Tracelake's sensor and success callback inside tasks that Airflow's scheduler really runs.
 
-The fixture starts Apache Airflow's API server with scripts/airflow_test_server.py on the DAGs in
-airflow_dags/ (no scheduler: runs are made and marked through the API, so their states are
-exactly what the test sets). Airflow lives in its own virtual environment, `.tracelake/
-airflow-venv` or $TRACELAKE_AIRFLOW_VENV; without one these tests skip, unless
-TRACELAKE_REQUIRE_AIRFLOW=1 (as in CI, which installs it).
-
-Bindings: `articles` is daily and dated at the start of the day it loads (`logical_date:
-start`); `reads` runs at Monday 00:00 for the week that just ended, so a run dated 03-18 made
-the week of 03-11 (`logical_date: end`).
+scripts/airflow_test_server.py starts Apache Airflow's API server on the DAGs in airflow_dags/
+(no scheduler: runs are made and marked through the API, so their states are exactly what the
+test sets), or, for the sensor, with a scheduler on airflow_sensor_dags/. Airflow lives in its
+own virtual environment, `.tracelake/airflow-venv` or $TRACELAKE_AIRFLOW_VENV; without one these
+tests skip, unless TRACELAKE_REQUIRE_AIRFLOW=1 (as in CI, which installs it). The taint and
+reconcile flow is shared with Airflow 2's test (test_airflow2_live.py): see airflow_support.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-from typer.testing import CliRunner
 
-from tracelake.cli import app
+from tests.temporal import airflow_support as shared
+from tests.temporal.airflow_support import ROOT, api, at, start_airflow
 from tracelake.store import LineageStore
-from tracelake.temporal.airflow import AirflowClient, reconcile, recorded_clears
-from tracelake.temporal.airflow_hooks import record_run
 from tracelake.temporal.instances import EntityStore
-
-ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("TRACELAKE_AIRFLOW_VENV", ROOT / ".tracelake" / "airflow-venv"))
-
-ENTITIES = """
-- name: articles_by_author
-  period: daily
-  airflow: {dag: articles, task: load_articles}
-- name: words_count
-  period: daily
-  depends_on: [articles_by_author]
-  airflow: {dag: articles, task: count_words}
-- name: nb_read_exact
-  period: weekly
-  week_start: monday
-  airflow: {dag: reads, task: exact_reads, logical_date: end}
-- name: user_weekly_reads
-  period: weekly
-  week_start: monday
-  airflow: {dag: reads, task: user_weekly_reads, logical_date: end}
-  states:
-    estimated:
-      depends_on: [{entity: words_count, dates: all_week}]
-    completed:
-      depends_on:
-        - {entity: words_count, dates: all_week}
-        - {entity: nb_read_exact}
-"""
-DAYS = [f"2024-03-{day:02d}" for day in range(11, 18)]
-MONDAYS = ["2024-03-18", "2024-03-25"]  # the runs of the weeks of 03-11 and 03-18
 
 
 @pytest.fixture(scope="module")
 def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    if not (VENV / "bin" / "airflow").exists():
-        if os.environ.get("TRACELAKE_REQUIRE_AIRFLOW") == "1":
-            pytest.fail(f"Airflow is required here but {VENV} has none")
-        pytest.skip(f"no Airflow in {VENV} (scripts/airflow_test_server.py --install --venv {VENV})")
-    server = subprocess.Popen(
-        [
-            sys.executable, str(ROOT / "scripts" / "airflow_test_server.py"),
-            "--venv", str(VENV), "--home", str(tmp_path_factory.mktemp("airflow-home")),
-            "--dags", str(Path(__file__).parent / "airflow_dags"),
-            "--expect-dag", "articles", "--expect-dag", "reads",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line:
-        server.wait()
-        pytest.fail(f"airflow_test_server.py exited with {server.returncode} before Airflow was ready")
-    try:
-        yield json.loads(line)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-
-
-def api(airflow: dict[str, Any], method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-    response = requests.request(
-        method,
-        f"{airflow['url']}/api/v2/{path}",
-        headers={"Authorization": f"Bearer {airflow['token']}"},
-        timeout=30,
-        **kwargs,
-    )
-    assert response.status_code < 300, response.text
-    return response.json()  # type: ignore[no-any-return]
-
-
-def succeed(airflow: dict[str, Any], dag: str, day: str, tasks: tuple[str, ...]) -> None:
-    """A run of `dag` dated `day` whose tasks all succeeded, as the scheduler would leave it."""
-    api(airflow, "POST", f"dags/{dag}/dagRuns", json={"dag_run_id": day, "logical_date": f"{day}T00:00:00Z"})
-    for task in tasks:
-        api(airflow, "PATCH", f"dags/{dag}/dagRuns/{day}/taskInstances/{task}", json={"new_state": "success"})
-
-
-def states(client: AirflowClient, dag: str, task: str) -> dict[str, str | None]:
-    found = client.task_instances(dag, task, utc("2024-03-01"), utc("2024-04-01"))
-    return {ti.logical_date.date().isoformat(): ti.state for ti in found}
-
-
-def utc(day: str) -> datetime:
-    return datetime.fromisoformat(day).replace(tzinfo=UTC)
+    with start_airflow(tmp_path_factory, "airflow_dags", ("articles", "reads")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def world(airflow: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Airflow with a week of daily runs and two weekly runs, all succeeded, and a status table
-    fed by the success callback for each of them."""
-    folder = tmp_path_factory.mktemp("store")
-    (folder / "entities.yml").write_text(ENTITIES)
-    db = str(folder / "lineage.db")
-    entities = EntityStore(LineageStore(db))
-    assert entities.load([folder / "entities.yml"]).ok
-    for day in DAYS:
-        succeed(airflow, "articles", day, ("load_articles", "count_words"))
-        for task in ("load_articles", "count_words"):
-            record_run(entities, "articles", task, utc(day), run_id=day)
-    for monday in MONDAYS:
-        succeed(airflow, "reads", monday, ("exact_reads", "user_weekly_reads"))
-        for task in ("exact_reads", "user_weekly_reads"):
-            record_run(entities, "reads", task, utc(monday), run_id=monday)
-    client = AirflowClient(airflow["url"], username=airflow["username"], password=airflow["password"])
-    return {"db": db, "entities": entities, "client": client, "airflow": airflow}
+    return shared.make_world(airflow, tmp_path_factory)
 
 
 def test_the_callback_recorded_the_week_each_weekly_run_made(world: dict[str, Any]) -> None:
-    rows = world["entities"].status("user_weekly_reads")
-    assert [(row.start, row.run_id) for row in rows] == [
-        (int(utc("2024-03-11").timestamp()), "2024-03-18"),
-        (int(utc("2024-03-18").timestamp()), "2024-03-25"),
-    ]
-    client = world["client"]
-    assert client.api == "v2"
-    assert reconcile(world["entities"].graph(), client, world["entities"], lo=_at("2024-03-01"),
-                     hi=_at("2024-04-01")) == []  # fmt: skip
+    assert world["client"].api == "v2"
+    shared.check_the_callback_recorded_the_week_each_weekly_run_made(world)
 
 
 def test_taint_apply_clears_exactly_the_runs_to_rebuild_and_records_the_calls(world: dict[str, Any]) -> None:
-    airflow, client = world["airflow"], world["client"]
-    # Wednesday's articles were loaded twice: that day and its word count are rebuilt, and so is the
-    # week of 03-11 (its run is dated 03-18). The week of 03-18 and the other days are left alone.
-    result = CliRunner().invoke(
-        app,
-        [
-            "taint", "articles_by_author", "--from", "2024-03-13", "--to", "2024-03-14",
-            "--reason", "articles loaded twice", "--until", "2024-04-01", "--apply", "--actor", "oncall",
-            "--airflow-url", airflow["url"], "--airflow-user", airflow["username"],
-            "--airflow-password", airflow["password"], "--db", world["db"],
-        ],
-        env={"COLUMNS": "250"},
-    )  # fmt: skip
-
-    assert result.exit_code == 0, result.stderr
-    assert "cleared 2 task instance(s) of articles (load_articles, count_words)" in result.stderr
-    assert "cleared 1 task instance(s) of reads (user_weekly_reads)" in result.stderr
-    articles = states(client, "articles", "load_articles")
-    assert articles == {day: (None if day == "2024-03-13" else "success") for day in DAYS}
-    assert states(client, "articles", "count_words")["2024-03-13"] is None
-    assert states(client, "reads", "user_weekly_reads") == {"2024-03-18": None, "2024-03-25": "success"}
-    assert states(client, "reads", "exact_reads") == {"2024-03-18": "success", "2024-03-25": "success"}
-    calls = recorded_clears(world["entities"])
-    assert [(c["dag_id"], c["task_ids"], c["start_date"], c["end_date"], c["dry_run"]) for c in calls] == [
-        ("articles", ["load_articles", "count_words"], "2024-03-13T00:00:00+00:00",
-         "2024-03-13T00:00:00+00:00", False),
-        ("reads", ["user_weekly_reads"], "2024-03-18T00:00:00+00:00", "2024-03-18T00:00:00+00:00", False),
-    ]  # fmt: skip
-    assert calls[1]["cleared"] == ["user_weekly_reads@2024-03-18T00:00:00+00:00"]
+    shared.check_taint_apply_clears_exactly_the_runs_to_rebuild_and_records_the_calls(world)
 
 
 def test_reconcile_finds_changes_made_behind_the_status_tables_back(world: dict[str, Any]) -> None:
-    airflow, client, entities = world["airflow"], world["client"], world["entities"]
-    # Someone marks the cleared Wednesday load as success in the UI (no callback fires), and clears
-    # Friday's load, which the status table still holds as completed.
-    api(airflow, "PATCH", "dags/articles/dagRuns/2024-03-13/taskInstances/load_articles",
-        json={"new_state": "success"})  # fmt: skip
-    api(airflow, "POST", "dags/articles/clearTaskInstances",
-        json={"dry_run": False, "only_failed": False, "task_ids": ["load_articles"],
-              "start_date": "2024-03-15T00:00:00Z", "end_date": "2024-03-15T00:00:00Z"})  # fmt: skip
-
-    drifts = reconcile(entities.graph(), client, entities, lo=_at("2024-03-01"), hi=_at("2024-04-01"))
-
-    found = {(d.entity, datetime.fromtimestamp(d.start, UTC).date().isoformat(), d.airflow_state, d.problem)
-             for d in drifts}  # fmt: skip
-    assert found == {
-        ("articles_by_author", "2024-03-13", "success",
-         "Airflow succeeded but the status table has it tainted (articles loaded twice)"),
-        ("articles_by_author", "2024-03-15", None,
-         "the status table says completed, but Airflow's task is cleared"),
-    }  # fmt: skip
+    shared.check_reconcile_finds_changes_made_behind_the_status_tables_back(world)
 
 
-def _at(day: str) -> int:
-    return int(utc(day).timestamp())
+SENSOR_ENTITIES = """
+- name: articles_by_author
+  period: daily
+- name: words_count
+  period: daily
+  depends_on: [articles_by_author]
+  airflow: {dag: articles, task: count_words}
+"""
+
+
+def wait_for_run(airflow: dict[str, Any], run_id: str, seconds: float = 120) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = api(airflow, "GET", f"dags/articles/dagRuns/{run_id}")["state"]
+        if state in ("success", "failed"):
+            return str(state)
+        time.sleep(1)
+    return "still running"
+
+
+def test_the_sensor_waits_for_readiness_and_the_callback_records_the_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A scheduler really runs airflow_sensor_dags/count_words.py with Tracelake inside its tasks."""
+    folder = tmp_path_factory.mktemp("sensor-store")
+    (folder / "entities.yml").write_text(SENSOR_ENTITIES)
+    db = str(folder / "lineage.db")
+    entities = EntityStore(LineageStore(db))
+    assert entities.load([folder / "entities.yml"]).ok
+    articles = entities.graph().entities["articles_by_author"]
+    entities.record(articles, at("2024-03-13"), "completed", actor="test")
+    env = {"PYTHONPATH": str(ROOT / "src"), "TRACELAKE_DB": db}
+    with start_airflow(
+        tmp_path_factory, "airflow_sensor_dags", ("articles",), env, scheduler=True
+    ) as airflow:
+        api(airflow, "PATCH", "dags/articles", json={"is_paused": False})
+        for day in ("2024-03-13", "2024-03-14"):
+            api(airflow, "POST", "dags/articles/dagRuns",
+                json={"dag_run_id": day, "logical_date": f"{day}T00:00:00Z"})  # fmt: skip
+
+        # 03-13 has its articles: the sensor lets it through and the callback records the count
+        assert wait_for_run(airflow, "2024-03-13") == "success"
+        # 03-14 has none yet: its sensor keeps poking
+        assert wait_for_run(airflow, "2024-03-14", seconds=5) == "still running"
+        assert [row.start for row in entities.status("words_count")] == [at("2024-03-13")]
+
+        entities.record(articles, at("2024-03-14"), "completed", actor="test")
+        assert wait_for_run(airflow, "2024-03-14") == "success"
+
+    rows = entities.status("words_count")
+    assert [(row.start, row.states, row.actor, row.run_id) for row in rows] == [
+        (at("2024-03-13"), ("completed",), "airflow:articles.count_words", "2024-03-13"),
+        (at("2024-03-14"), ("completed",), "airflow:articles.count_words", "2024-03-14"),
+    ]
