@@ -9,6 +9,7 @@ export TRACELAKE_DB="${TRACELAKE_DB:-.tracelake/demo.db}"
 [ -t 1 ] || export COLUMNS="${COLUMNS:-180}"
 signups="$(pwd)/.tracelake/demo-lake/raw/user_signups"
 egress=.tracelake/egress
+rm -rf "$egress"  # receipts of earlier demo runs
 user=42
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -22,7 +23,8 @@ step "Declare it a privacy target; lineage adds every table user_id flows into"
 
 step "Access request for user $user: the filters pick the files, Spark reads only those"
 "$tl" privacy access --user "$user" --dataset "$signups" --egress "$egress" --requester demo
-cat "$egress"/access-*/receipt.json | head -20
+receipt=$(ls -t "$egress"/access-*/receipt.json | head -n 1)
+head -n 20 "$receipt"
 
 step "Delete request for user $user: copy-on-write of the files holding the user's rows"
 "$tl" privacy delete --user "$user" --dataset "$signups" --requester demo
