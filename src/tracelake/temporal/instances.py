@@ -128,13 +128,15 @@ class EntityStore:
         held.add(state)
         states = tuple(name for name in entity.state_names if name in held)
         with self.store.engine.begin() as conn:
-            self._write(conn, entity.name, start, end, states, True, None, actor, run_id)
+            now = s.to_micros(utcnow())
+            self._write(conn, [_row(entity.name, start, end, states, True, None, actor, run_id, now)])
         return self._current(entity.name, start)  # type: ignore[return-value]
 
     def apply(self, plan: TaintPlan, *, reason: str, actor: str, graph: EntityGraph) -> ApplyReport:
         """Mark the plan in the table, in one transaction: rebuilt instances invalid with no
-        state, downgraded ones without the states they lost."""
+        state, downgraded ones without the states they lost. Written a step at a time in bulk."""
         report = ApplyReport()
+        now = s.to_micros(utcnow())
         with self.store.engine.begin() as conn:
             for step in plan.steps:
                 entity = graph.entities[step.entity]
@@ -143,20 +145,23 @@ class EntityStore:
                 else:
                     starts = entity.calendar.starts(step.start_epoch, step.end_epoch)
                 current = {row.start: row for row in self._rows(conn, entity.name, starts[0], starts[-1] + 1)}
+                why = f"{reason} (via {' → '.join(step.path)})" if len(step.path) > 1 else reason
+                rows = []
                 for start in starts:
-                    end = instance_bounds(entity, start)[1]
                     if step.action == "rebuild":
                         states: tuple[str, ...] = ()
-                        report.rebuilt += 1
                     else:
                         row = current.get(start)
                         held = row.states if row is not None else entity.state_names
                         states = tuple(state for state in held if state not in step.states)
-                        report.downgraded += 1
-                    why = f"{reason} (via {' → '.join(step.path)})" if len(step.path) > 1 else reason
-                    self._write(conn, entity.name, start, end, states, bool(states), why, actor, None)
-                    report.instances += 1
-                    report.by_entity[entity.name] = report.by_entity.get(entity.name, 0) + 1
+                    end = instance_bounds(entity, start)[1]
+                    rows.append(_row(entity.name, start, end, states, bool(states), why, actor, None, now))
+                self._write(conn, rows)
+                counted = len(rows)
+                report.instances += counted
+                report.rebuilt += counted if step.action == "rebuild" else 0
+                report.downgraded += counted if step.action == "downgrade" else 0
+                report.by_entity[entity.name] = report.by_entity.get(entity.name, 0) + counted
         return report
 
     def status(
@@ -212,33 +217,45 @@ class EntityStore:
         query = _between(sa.select(table).where(table.c.entity == entity), table, lo, hi)
         return [_status(row) for row in conn.execute(query.order_by(table.c.start_s))]
 
-    def _write(
-        self,
-        conn: sa.Connection,
-        entity: str,
-        start: int,
-        end: int,
-        states: Sequence[str],
-        valid: bool,
-        reason: str | None,
-        actor: str,
-        run_id: str | None,
-    ) -> None:
-        values = {
-            "entity": entity,
-            "start_s": start,
-            "end_s": end,
-            "states": list(states),
-            "valid": valid,
-            "reason": reason,
-            "actor": actor,
-            "changed_at": s.to_micros(utcnow()),
-            "run_id": run_id,
-        }
+    def _write(self, conn: sa.Connection, rows: list[dict[str, object]]) -> None:
+        """Replace the current rows of one entity's instances (a run of consecutive ones) and
+        append them to the history."""
+        if not rows:
+            return
         table = s.entity_instances
-        conn.execute(table.delete().where(table.c.entity == entity, table.c.start_s == start))
-        conn.execute(table.insert().values(**values))
-        conn.execute(s.entity_instance_history.insert().values(**values))
+        conn.execute(
+            table.delete().where(
+                table.c.entity == rows[0]["entity"],
+                table.c.start_s >= rows[0]["start_s"],
+                table.c.start_s <= rows[-1]["start_s"],
+            )
+        )
+        conn.execute(table.insert(), rows)
+        conn.execute(s.entity_instance_history.insert(), rows)
+
+
+def _row(
+    entity: str,
+    start: int,
+    end: int,
+    states: Sequence[str],
+    valid: bool,
+    reason: str | None,
+    actor: str,
+    run_id: str | None,
+    changed_at: int,
+) -> dict[str, object]:
+    return {
+        "entity": entity,
+        "start_s": start,
+        "end_s": end,
+        "states": list(states),
+        "valid": valid,
+        "reason": reason,
+        "actor": actor,
+        "changed_at": changed_at,
+        "run_id": run_id,
+    }
 
 
 def instance_bounds(entity: Entity, moment: int) -> tuple[int, int]:
