@@ -1,0 +1,131 @@
+"""Label propagation: where data labelled `religion` (or `identity.user_id`, `pii.email`…) flows.
+
+Labels declared on fields (or assets) flow downstream along lineage edges, one breadth-first
+walk per label over the in-memory index, governed by `PropagationRules`: a minimum confidence,
+which column transformations carry a label (a copy or a computation of the value does; an
+indirect use — a FILTER, a JOIN key, a GROUP BY — does not, unless asked), asset kinds and zones
+(URN prefixes such as `hive.table/ads.`) where a label stops (it reaches them but goes no
+further), and a maximum depth. Every inferred label keeps the path that produced it: the first
+shortest route from a declared node. A pure function of the index: storing the labels is the
+caller's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracelake.graph.index import GraphIndex
+from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
+from tracelake.model import Confidence, Transformation
+
+# A label rides along a value copied or computed from the labelled one, not along a mere use of it.
+CARRYING = frozenset({Transformation.IDENTITY, Transformation.TRANSFORMATION, Transformation.AGGREGATION})
+
+
+@dataclass(frozen=True)
+class PropagationRules:
+    min_confidence: Confidence = Confidence.MEDIUM
+    transformations: frozenset[Transformation] = CARRYING
+    stop_kinds: frozenset[str] = frozenset()  # asset kinds a label reaches but does not leave
+    stop_zones: tuple[str, ...] = ()  # URN prefixes of assets a label reaches but does not leave
+    max_depth: int | None = None
+
+
+@dataclass(frozen=True)
+class InferredLabel:
+    node: str
+    label: str
+    source: str  # the declared node it came from
+    path: tuple[str, ...]  # node URNs from `source` to `node`
+    stopped: bool = False  # the node is in a stop kind or zone: the label goes no further
+
+    @property
+    def depth(self) -> int:
+        return len(self.path) - 1
+
+
+@dataclass
+class Propagation:
+    inferred: list[InferredLabel] = field(default_factory=list)
+
+    def labels_of(self, node: str) -> set[str]:
+        return {item.label for item in self.inferred if item.node == node}
+
+    def nodes_with(self, label: str) -> set[str]:
+        return {item.node for item in self.inferred if item.label == label}
+
+
+def propagate(
+    index: GraphIndex, declared: Mapping[str, Iterable[str]], rules: PropagationRules | None = None
+) -> Propagation:
+    """Labels inferred downstream of `declared` (node URN → its labels) under `rules`."""
+    rules = rules or PropagationRules()
+    flt = edge_filter(index, min_confidence=rules.min_confidence, transformations=rules.transformations)
+    stop = _stop_mask(index, rules)
+    starts_by_label: dict[str, list[int]] = {}
+    for urn, labels in declared.items():
+        position = index.position(urn)
+        for label in labels:
+            starts_by_label.setdefault(label, []).append(position)
+    result = Propagation()
+    for label in sorted(starts_by_label):
+        starts = _unique(np.asarray(starts_by_label[label], dtype=np.int64))
+        dist, parent_edge = _walk(index, starts, flt, stop, rules.max_depth)
+        reached = np.flatnonzero(dist > 0)
+        for position in reached[np.argsort(dist[reached], kind="stable")]:
+            path = _path(index, int(position), dist, parent_edge)
+            result.inferred.append(
+                InferredLabel(index.urns[int(position)], label, path[0], path, bool(stop[position]))
+            )
+    return result
+
+
+def _stop_mask(index: GraphIndex, rules: PropagationRules) -> np.ndarray:
+    """Nodes whose asset is of a stop kind or in a stop zone."""
+    stop = np.zeros(index.n_nodes, dtype=bool)
+    if rules.stop_kinds:
+        stop |= index.kind_mask(set(rules.stop_kinds))[index.kind_codes]
+    if rules.stop_zones:
+        zoned = np.array(
+            [any(urn.startswith(zone) for zone in rules.stop_zones) for urn in index.urns], dtype=bool
+        )
+        has_asset = index.asset_of >= 0
+        stop[has_asset] |= zoned[index.asset_of[has_asset]]
+    return stop
+
+
+def _walk(
+    index: GraphIndex, starts: np.ndarray, flt: EdgeFilter, stop: np.ndarray, max_depth: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """BFS downstream: hop distance (-1 unreached) and one incoming edge per reached node."""
+    adjacency = index.downstream
+    dist = np.full(index.n_nodes, -1, dtype=np.int32)
+    parent_edge = np.full(index.n_nodes, -1, dtype=np.int64)
+    dist[starts] = 0
+    frontier, level = starts, 0
+    while len(frontier) and (max_depth is None or level < max_depth):
+        level += 1
+        slots, _ = _gather(adjacency, frontier)
+        slots = slots[flt.edge_mask(index, adjacency, slots)]
+        neighbours, edges = adjacency.neighbours[slots], adjacency.edges[slots]
+        new = dist[neighbours] < 0
+        neighbours, edges = neighbours[new], edges[new]
+        # several edges may reach a node on this level: keep the first, so paths are stable
+        order = np.lexsort((edges, neighbours))
+        neighbours, edges = neighbours[order], edges[order]
+        first = np.r_[True, neighbours[1:] != neighbours[:-1]] if len(neighbours) else np.empty(0, bool)
+        fresh = neighbours[first]
+        parent_edge[fresh] = edges[first]
+        dist[fresh] = level
+        frontier = fresh[~stop[fresh]]
+    return dist, parent_edge
+
+
+def _path(index: GraphIndex, position: int, dist: np.ndarray, parent_edge: np.ndarray) -> tuple[str, ...]:
+    nodes = [position]
+    while dist[nodes[-1]] > 0:
+        nodes.append(int(index.edge_source[parent_edge[nodes[-1]]]))
+    return tuple(index.urns[node] for node in reversed(nodes))
