@@ -6,8 +6,9 @@ which column transformations carry a label (a copy or a computation of the value
 indirect use — a FILTER, a JOIN key, a GROUP BY — does not, unless asked), asset kinds and zones
 (URN prefixes such as `hive.table/ads.`) where a label stops (it reaches them but goes no
 further), and a maximum depth. Every inferred label keeps the path that produced it: the first
-shortest route from a declared node. A pure function of the index: storing the labels is the
-caller's business.
+shortest route from a declared node, made on demand from the walk (a label can reach millions
+of fields; their paths are not built unless asked for). A pure function of the index: storing
+the labels is the caller's business.
 """
 
 from __future__ import annotations
@@ -47,15 +48,49 @@ class InferredLabel:
         return len(self.path) - 1
 
 
+@dataclass(frozen=True)
+class LabelWalk:
+    """Where one label reached, as arrays over node positions (the walk itself, kept whole)."""
+
+    label: str
+    reached: np.ndarray  # positions with the inferred label, nearest first
+    dist: np.ndarray  # hop distance per position, -1 unreached, 0 declared
+    parent_edge: np.ndarray  # the edge each reached position was first reached by
+    stopped: np.ndarray  # bool per position: in a stop kind or zone
+
+
 @dataclass
 class Propagation:
-    inferred: list[InferredLabel] = field(default_factory=list)
+    """Every label's walk; inferred labels and their paths are made on demand."""
+
+    index: GraphIndex
+    walks: dict[str, LabelWalk] = field(default_factory=dict)
+
+    @property
+    def inferred(self) -> list[InferredLabel]:
+        return [self.inferred_label(walk, int(p)) for walk in self.walks.values() for p in walk.reached]
+
+    def inferred_label(self, walk: LabelWalk, position: int) -> InferredLabel:
+        path = self.path(walk, position)
+        stopped = bool(walk.stopped[position])
+        return InferredLabel(self.index.urns[position], walk.label, path[0], path, stopped)
+
+    def path(self, walk: LabelWalk, position: int) -> tuple[str, ...]:
+        nodes = [position]
+        while walk.dist[nodes[-1]] > 0:
+            nodes.append(int(self.index.edge_source[walk.parent_edge[nodes[-1]]]))
+        return tuple(self.index.urns[node] for node in reversed(nodes))
 
     def labels_of(self, node: str) -> set[str]:
-        return {item.label for item in self.inferred if item.node == node}
+        position = self.index.position(node)
+        return {label for label, walk in self.walks.items() if walk.dist[position] > 0}
 
     def nodes_with(self, label: str) -> set[str]:
-        return {item.node for item in self.inferred if item.label == label}
+        walk = self.walks.get(label)
+        return set() if walk is None else {self.index.urns[int(p)] for p in walk.reached}
+
+    def count(self) -> int:
+        return sum(len(walk.reached) for walk in self.walks.values())
 
 
 def propagate(
@@ -70,16 +105,13 @@ def propagate(
         position = index.position(urn)
         for label in labels:
             starts_by_label.setdefault(label, []).append(position)
-    result = Propagation()
+    result = Propagation(index)
     for label in sorted(starts_by_label):
         starts = _unique(np.asarray(starts_by_label[label], dtype=np.int64))
         dist, parent_edge = _walk(index, starts, flt, stop, rules.max_depth)
         reached = np.flatnonzero(dist > 0)
-        for position in reached[np.argsort(dist[reached], kind="stable")]:
-            path = _path(index, int(position), dist, parent_edge)
-            result.inferred.append(
-                InferredLabel(index.urns[int(position)], label, path[0], path, bool(stop[position]))
-            )
+        reached = reached[np.argsort(dist[reached], kind="stable")]
+        result.walks[label] = LabelWalk(label, reached, dist, parent_edge, stop)
     return result
 
 
@@ -122,10 +154,3 @@ def _walk(
         dist[fresh] = level
         frontier = fresh[~stop[fresh]]
     return dist, parent_edge
-
-
-def _path(index: GraphIndex, position: int, dist: np.ndarray, parent_edge: np.ndarray) -> tuple[str, ...]:
-    nodes = [position]
-    while dist[nodes[-1]] > 0:
-        nodes.append(int(index.edge_source[parent_edge[nodes[-1]]]))
-    return tuple(index.urns[node] for node in reversed(nodes))
