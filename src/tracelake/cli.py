@@ -406,11 +406,13 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
 
 
 # The privacy commands use the helpers above, so they are registered once those exist.
+from tracelake.cli_labels import register as register_labels  # noqa: E402
 from tracelake.cli_privacy import privacy_app  # noqa: E402
 from tracelake.cli_temporal import register as register_temporal  # noqa: E402
 
 app.add_typer(privacy_app, name="privacy")
 register_temporal(app)
+register_labels(app)
 
 
 def main() -> None:  # pragma: no cover - the console script entry point

@@ -200,6 +200,22 @@ airflow_clears = sa.Table(
     sa.Column("cleared", sa.JSON, nullable=False),  # task_id@logical_date, as Airflow answered
 )
 
+# Labels that were not declared on a node but inferred (by propagation) or confirmed (in a
+# discovery session), with where they came from. Declared labels are `nodes.labels`.
+label_assignments = sa.Table(
+    "label_assignments",
+    metadata,
+    sa.Column("urn", sa.String(2000), nullable=False),
+    sa.Column("label", sa.String(200), nullable=False),
+    sa.Column("provenance", sa.String(16), nullable=False),  # inferred | confirmed
+    sa.Column("source", sa.String(2000), nullable=False),  # the declared node it came from
+    sa.Column("path", sa.JSON, nullable=False),  # node URNs from source to urn
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("assigned_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("urn", "label", "provenance"),
+)
+sa.Index("ix_label_assignments_label", label_assignments.c.label, label_assignments.c.provenance)
+
 MICROS = 1_000_000
 
 
