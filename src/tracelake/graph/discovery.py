@@ -1,0 +1,206 @@
+"""Discovery sessions: from "our `religion` field" to the reviewed set of everything that holds it.
+
+A session starts from labelled nodes. Each round follows the flows out of its frontier: along
+strong edges (at or above the session's confidence threshold, of a carrying transformation) the
+walk goes on by itself and the nodes reached join the set; an edge below the threshold stops
+it, and the node behind it becomes a candidate for a person (or a rule) to decide. An included
+candidate is the next round's frontier; an excluded one is out, and so is everything the session
+reached only through it (the exclusion cascades). Rounds repeat until nothing new is found: the
+session is stable, and its set, with the flows that justify each member, is the result.
+
+The session is plain data (`to_dict`/`from_dict`), so it can be stored, resumed and shared by
+id; the functions here are pure over a `GraphIndex`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from tracelake.graph.index import GraphIndex
+from tracelake.graph.propagate import CARRYING
+from tracelake.graph.traverse import _gather, edge_filter
+from tracelake.model import Confidence, Transformation
+
+State = Literal["source", "reached", "candidate", "included", "excluded"]
+IN_SET: frozenset[str] = frozenset({"source", "reached", "included"})
+
+
+class DiscoveryError(ValueError):
+    """A decision the session cannot take (an unknown node, one that is not a candidate)."""
+
+
+@dataclass
+class Member:
+    state: State
+    round: int
+    via: list[str] = field(default_factory=list)  # the nodes it was reached from (its flows)
+    reason: str = ""
+    decided_by: str = ""
+
+
+@dataclass
+class Session:
+    label: str
+    threshold: Confidence = Confidence.HIGH
+    transformations: frozenset[Transformation] = CARRYING
+    id: str = field(default_factory=lambda: f"discovery-{uuid.uuid4().hex[:12]}")
+    round: int = 0
+    members: dict[str, Member] = field(default_factory=dict)
+    frontier: list[str] = field(default_factory=list)  # to expand in the next round
+
+    @property
+    def candidates(self) -> list[str]:
+        return sorted(urn for urn, member in self.members.items() if member.state == "candidate")
+
+    @property
+    def confirmed(self) -> list[str]:
+        return sorted(urn for urn, member in self.members.items() if member.state in IN_SET)
+
+    @property
+    def stable(self) -> bool:
+        return not self.frontier and not self.candidates
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "threshold": self.threshold.value,
+            "transformations": sorted(t.value for t in self.transformations),
+            "round": self.round,
+            "frontier": list(self.frontier),
+            "members": {urn: _member_data(m) for urn, m in self.members.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Session:
+        members = {
+            urn: Member(m["state"], m["round"], list(m["via"]), m.get("reason", ""), m.get("by", ""))
+            for urn, m in data["members"].items()
+        }
+        return cls(
+            label=data["label"],
+            threshold=Confidence(data["threshold"]),
+            transformations=frozenset(Transformation(t) for t in data["transformations"]),
+            id=data["id"],
+            round=int(data["round"]),
+            members=members,
+            frontier=list(data["frontier"]),
+        )
+
+
+def _member_data(member: Member) -> dict[str, Any]:
+    return {
+        "state": member.state,
+        "round": member.round,
+        "via": member.via,
+        "reason": member.reason,
+        "by": member.decided_by,
+    }
+
+
+def start(index: GraphIndex, label: str, sources: list[str], **options: Any) -> Session:
+    """A new session from `sources` (nodes holding `label`)."""
+    if not sources:
+        raise DiscoveryError(f"no node holds {label!r}: nothing to start from")
+    session = Session(label=label, **options)
+    for urn in sources:
+        canonical = index.urns[index.position(urn)]
+        session.members[canonical] = Member("source", 0)
+        session.frontier.append(canonical)
+    return session
+
+
+def next_round(index: GraphIndex, session: Session) -> list[str]:
+    """Follow the flows out of the frontier; returns the nodes new to the session."""
+    if not session.frontier:
+        return []
+    session.round += 1
+    flt = edge_filter(index, transformations=session.transformations)
+    threshold = session.threshold.rank
+    adjacency = index.downstream
+    frontier = np.asarray([index.positions[urn] for urn in session.frontier], dtype=np.int64)
+    session.frontier = []
+    new: list[str] = []
+    while len(frontier):
+        slots, counts = _gather(adjacency, frontier)
+        keep = flt.edge_mask(index, adjacency, slots)
+        origins = np.repeat(frontier, counts)[keep]
+        slots = slots[keep]
+        targets, edges = adjacency.neighbours[slots], adjacency.edges[slots]
+        strong = index.edge_confidence[edges] >= threshold
+        reached_now: list[int] = []
+        pairs = zip(origins.tolist(), targets.tolist(), strong.tolist(), strict=True)
+        for origin, target, is_strong in pairs:
+            urn, origin_urn = index.urns[target], index.urns[origin]
+            member = session.members.get(urn)
+            if member is None:
+                state: State = "reached" if is_strong else "candidate"
+                session.members[urn] = Member(state, session.round, [origin_urn])
+                new.append(urn)
+                if is_strong:
+                    reached_now.append(target)
+            elif member.state != "excluded" and origin_urn not in member.via:
+                member.via.append(origin_urn)
+                if is_strong and member.state == "candidate":
+                    member.state = "reached"  # a strong flow settles it
+                    reached_now.append(target)
+        frontier = np.asarray(sorted(set(reached_now)), dtype=np.int64)
+    return new
+
+
+def decide(session: Session, urn: str, include: bool, *, reason: str, by: str) -> list[str]:
+    """Include a candidate, or exclude any node but a source; returns the nodes an exclusion
+    also took out (those the session reached only through it)."""
+    member = session.members.get(urn)
+    state = member.state if member else "not in the session"
+    allowed = state == "candidate" if include else state in ("reached", "candidate", "included")
+    if member is None or not allowed:
+        verb = "include" if include else "exclude"
+        raise DiscoveryError(f"cannot {verb} {urn}: it is {state}")
+    member.reason, member.decided_by = reason, by
+    if include:
+        member.state = "included"
+        session.frontier.append(urn)
+        return []
+    member.state = "excluded"
+    return _cascade(session, urn, by)
+
+
+def _cascade(session: Session, excluded: str, by: str) -> list[str]:
+    """Exclude what can no longer be reached from a source without an excluded node."""
+    children: dict[str, list[str]] = {}
+    for urn, member in session.members.items():
+        for parent in member.via:
+            children.setdefault(parent, []).append(urn)
+    alive = {urn for urn, m in session.members.items() if m.state == "source"}
+    queue = deque(alive)
+    while queue:
+        for child in children.get(queue.popleft(), ()):
+            if child not in alive and session.members[child].state not in ("excluded",):
+                alive.add(child)
+                queue.append(child)
+    gone = []
+    for urn, member in session.members.items():
+        if member.state != "excluded" and urn not in alive:
+            member.state, member.decided_by = "excluded", by
+            member.reason = f"only reached through {excluded}"
+            gone.append(urn)
+    session.frontier = [urn for urn in session.frontier if urn in alive]
+    return sorted(gone)
+
+
+def flows(session: Session) -> list[tuple[str, str]]:
+    """The flows that justify the confirmed set: (from, to) between its members."""
+    confirmed = set(session.confirmed)
+    return sorted(
+        (parent, urn)
+        for urn, member in session.members.items()
+        if urn in confirmed
+        for parent in member.via
+        if parent in confirmed
+    )
