@@ -1,17 +1,22 @@
-"""`tracelake label …` and `tracelake propagate`: declared labels, and the labels they spread to.
+"""`tracelake label …`, `tracelake propagate` and `tracelake discover …`: labels and their flows.
 
-A thin typer layer over `tracelake.store.labels.LabelStore` and `tracelake.graph.propagate`.
+A thin typer layer over `tracelake.store.labels.LabelStore`, `tracelake.graph.propagate` and
+`tracelake.graph.discovery`: declare labels, spread them, and review their flows in sessions.
 """
 
 from __future__ import annotations
 
 import getpass
-from typing import Annotated
+import json
+import sys
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
+from tracelake.graph import discovery
+from tracelake.graph.discovery import Session
 from tracelake.graph.propagate import CARRYING, PropagationRules, propagate
 from tracelake.model import Confidence, Transformation
 from tracelake.store.labels import LabelStore
@@ -121,6 +126,137 @@ def propagate_command(
     )
 
 
+SessionArgument = Annotated[str, typer.Argument(help="The session id")]
+discover_app = typer.Typer(help="Discovery sessions: review where labelled data flows, round by round.")
+
+
+def _print_session(session: Session, new: list[str] | None = None) -> None:
+    table = Table(title=f"{session.id}: {session.label}, round {session.round}")
+    for column in ("node", "state", "round", "from", "reason"):
+        table.add_column(column, overflow="fold")
+    for urn, member in sorted(session.members.items(), key=lambda item: (item[1].round, item[0])):
+        mark = " (new)" if new and urn in new else ""
+        table.add_row(urn + mark, member.state, str(member.round), ", ".join(member.via), member.reason)
+    out.print(table)
+    if session.stable:
+        out.print(f"stable: {len(session.confirmed)} node(s) confirmed", highlight=False)
+    else:
+        then = f"then `tracelake discover next {session.id}`"
+        out.print(f"{len(session.candidates)} candidate(s) to decide; {then}", highlight=False)
+
+
+def _session_store(db: str | None) -> tuple[Any, LabelStore]:
+    service = open_service(db)
+    return service, LabelStore(service.store)
+
+
+@discover_app.command("start")
+@friendly_errors
+def discover_start(
+    label: Annotated[str, typer.Option(help="The label to follow, e.g. religion")],
+    source: Annotated[
+        list[str] | None, typer.Option("--from", help="Start here [default: every node declaring the label]")
+    ] = None,
+    threshold: Annotated[
+        Confidence, typer.Option(help="Flows below it stop the walk: their targets become candidates")
+    ] = Confidence.HIGH,
+    db: DbOption = None,
+) -> None:
+    """Start a session and run its first round."""
+    service, labels = _session_store(db)
+    declaring = [urn for urn, names in labels.declared().items() if label in names]
+    sources = service.resolve(source) if source else declaring
+    index = service.index()
+    try:
+        session = discovery.start(index, label, sources, threshold=threshold)
+    except discovery.DiscoveryError as error:
+        raise UserError(str(error)) from None
+    new = discovery.next_round(index, session)
+    labels.save_session(session, actor=getpass.getuser())
+    _print_session(session, new)
+
+
+@discover_app.command("next")
+@friendly_errors
+def discover_next(session_id: SessionArgument, db: DbOption = None) -> None:
+    """Run the next round from the candidates included since the last one."""
+    service, labels = _session_store(db)
+    session = _load(labels, session_id)
+    new = discovery.next_round(service.index(), session)
+    labels.save_session(session, actor=getpass.getuser())
+    _print_session(session, new)
+
+
+@discover_app.command("decide")
+@friendly_errors
+def discover_decide(
+    session_id: SessionArgument,
+    node: Annotated[str, typer.Argument(help="A candidate to include, or any non-source node to exclude")],
+    include: Annotated[bool, typer.Option("--include/--exclude", help="Include or exclude it")],
+    reason: Annotated[str, typer.Option(help="Why: kept with the decision")],
+    db: DbOption = None,
+) -> None:
+    """Include or exclude a node; an exclusion takes out what was reached only through it."""
+    service, labels = _session_store(db)
+    session = _load(labels, session_id)
+    [urn] = service.resolve([node])
+    who = getpass.getuser()
+    try:
+        gone = discovery.decide(session, urn, include, reason=reason, by=who)
+    except discovery.DiscoveryError as error:
+        raise UserError(str(error)) from None
+    labels.save_session(session, actor=who)
+    verb = "included" if include else "excluded"
+    out.print(f"{urn} {verb}" + (f"; also excluded: {', '.join(gone)}" if gone else ""), highlight=False)
+
+
+@discover_app.command("show")
+@friendly_errors
+def discover_show(session_id: SessionArgument, db: DbOption = None) -> None:
+    """A session's nodes, states, flows and decisions."""
+    _, labels = _session_store(db)
+    _print_session(_load(labels, session_id))
+
+
+@discover_app.command("export")
+@friendly_errors
+def discover_export(
+    session_id: SessionArgument,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Also store the set as confirmed labels")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """The confirmed set and the flows that justify it, as JSON."""
+    _, labels = _session_store(db)
+    session = _load(labels, session_id)
+    if confirm:
+        if not session.stable:
+            raise UserError(f"{session_id} is not stable yet: decide its candidates and run the next round")
+        labels.confirm(session, actor=getpass.getuser())
+    document = {
+        "session": session.id,
+        "label": session.label,
+        "stable": session.stable,
+        "confirmed": session.confirmed,
+        "flows": [list(pair) for pair in discovery.flows(session)],
+        "decisions": {
+            urn: {"state": m.state, "reason": m.reason, "by": m.decided_by}
+            for urn, m in session.members.items()
+            if m.decided_by
+        },
+    }
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def _load(labels: LabelStore, session_id: str) -> Session:
+    try:
+        return labels.load_session(session_id)
+    except discovery.DiscoveryError as error:
+        raise UserError(str(error)) from None
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(label_app, name="label")
+    app.add_typer(discover_app, name="discover")
     app.command("propagate")(friendly_errors(propagate_command))

@@ -1,10 +1,11 @@
-"""Labels in the store: declared on nodes, inferred by propagation, with where each came from.
+"""Labels in the store: declared on nodes, inferred by propagation, confirmed by discovery.
 
 Declared labels are the nodes' own (`nodes.labels`: set by collectors, a schema file, or a
 person through `declare`). Inferred labels are what `graph.propagate` found, kept with the
 declared node they came from and the path between; saving a new propagation replaces the
 inferred labels of the labels it walked, in one transaction, and says what changed — so running
 it again after new lineage arrives adds the new flows and drops the ones no longer there.
+Confirmed labels are a discovery session's reviewed set; sessions are stored here too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from tracelake.graph.discovery import DiscoveryError, Session
 from tracelake.graph.index import UnknownNodeError
 from tracelake.graph.propagate import Propagation
 from tracelake.model import utcnow
@@ -21,6 +23,7 @@ from tracelake.store import schema as s
 from tracelake.store.sqlstore import LineageStore
 
 INFERRED = "inferred"
+CONFIRMED = "confirmed"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,64 @@ class LabelStore:
         changes.added, changes.removed = after - before, before - after
         changes.kept = len(after & before)
         return changes
+
+    def confirm(self, session: Session, *, actor: str) -> int:
+        """Store a discovery session's set as confirmed labels (replacing its label's earlier ones)."""
+        table = s.label_assignments
+        sources = {urn for urn, member in session.members.items() if member.state == "source"}
+        rows = [
+            {
+                "urn": urn,
+                "label": session.label,
+                "provenance": CONFIRMED,
+                "source": session.id,
+                "path": [*session.members[urn].via[:1], urn],
+                "actor": actor,
+                "assigned_at": s.to_micros(utcnow()),
+            }
+            for urn in session.confirmed
+            if urn not in sources
+        ]
+        with self.store.engine.begin() as conn:
+            conn.execute(
+                table.delete().where(table.c.provenance == CONFIRMED, table.c.label == session.label)
+            )
+            if rows:
+                conn.execute(table.insert(), rows)
+        return len(rows)
+
+    def save_session(self, session: Session, *, actor: str) -> None:
+        table = s.discovery_sessions
+        now = s.to_micros(utcnow())
+        with self.store.engine.begin() as conn:
+            update = table.update().where(table.c.id == session.id)
+            updated = conn.execute(update.values(session=session.to_dict(), updated_at=now)).rowcount
+            if not updated:
+                conn.execute(
+                    table.insert().values(
+                        id=session.id,
+                        label=session.label,
+                        session=session.to_dict(),
+                        created_by=actor,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+
+    def load_session(self, session_id: str) -> Session:
+        table = s.discovery_sessions
+        with self.store.engine.connect() as conn:
+            data = conn.execute(sa.select(table.c.session).where(table.c.id == session_id)).scalar()
+        if data is None:
+            raise DiscoveryError(f"no discovery session {session_id!r}")
+        return Session.from_dict(data)
+
+    def sessions(self) -> list[tuple[str, str, str]]:
+        """(id, label, created by) of every session, newest first."""
+        table = s.discovery_sessions
+        query = sa.select(table.c.id, table.c.label, table.c.created_by).order_by(table.c.created_at.desc())
+        with self.store.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(query)]  # type: ignore[misc]
 
     def assignments(self, *, urn: str | None = None, label: str | None = None) -> list[LabelAssignment]:
         """Declared and inferred labels, optionally of one node or one label."""

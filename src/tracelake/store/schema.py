@@ -216,6 +216,18 @@ label_assignments = sa.Table(
 )
 sa.Index("ix_label_assignments_label", label_assignments.c.label, label_assignments.c.provenance)
 
+# Discovery sessions, stored whole (a session is small plain data) so they resume and share by id.
+discovery_sessions = sa.Table(
+    "discovery_sessions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("label", sa.String(200), nullable=False),
+    sa.Column("session", sa.JSON, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
 MICROS = 1_000_000
 
 
