@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,8 +18,10 @@ from rich.table import Table
 from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
 from tracelake.graph import discovery
 from tracelake.graph.discovery import Session
+from tracelake.graph.policy import check, load_policies
 from tracelake.graph.propagate import CARRYING, PropagationRules, propagate
 from tracelake.model import Confidence, Transformation
+from tracelake.store.facts import asset_facts
 from tracelake.store.labels import LabelStore
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
@@ -256,7 +259,39 @@ def _load(labels: LabelStore, session_id: str) -> Session:
         raise UserError(str(error)) from None
 
 
+def check_command(
+    policies: Annotated[Path, typer.Argument(help="A YAML file of policies")],
+    output: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+    db: DbOption = None,
+) -> None:
+    """Check policies against the lineage graph; exit 1 when one is violated (a CI gate)."""
+    if not policies.is_file():
+        raise UserError(f"{policies}: no such file")
+    loaded, problems = load_policies(policies)
+    if problems:
+        raise UserError("; ".join(str(problem) for problem in problems))
+    service = open_service(db)
+    violations = check(
+        service.index(), loaded, asset_facts(service.store), LabelStore(service.store).declared()
+    )
+    if output == "json":
+        document = [{**vars(v), "path": list(v.path)} for v in violations]
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    elif violations:
+        table = Table(title="policy violations")
+        for column in ("policy", "kind", "violation", "path"):
+            table.add_column(column, overflow="fold")
+        for v in violations:
+            table.add_row(v.policy, v.kind, v.message, " → ".join(v.path))
+        out.print(table)
+    else:
+        out.print(f"{len(loaded)} policies, no violation", highlight=False)
+    if violations:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(label_app, name="label")
     app.add_typer(discover_app, name="discover")
     app.command("propagate")(friendly_errors(propagate_command))
+    app.command("check")(friendly_errors(check_command))
