@@ -1,7 +1,8 @@
-"""`tracelake label …`, `tracelake propagate` and `tracelake discover …`: labels and their flows.
+"""The privacy engineer's commands: `label`, `propagate`, `discover`, `check` and `hot`.
 
-A thin typer layer over `tracelake.store.labels.LabelStore`, `tracelake.graph.propagate` and
-`tracelake.graph.discovery`: declare labels, spread them, and review their flows in sessions.
+A thin typer layer over `tracelake.store.labels.LabelStore` and the analyses of
+`tracelake.graph` (propagate, discovery, policy, hotness): declare labels, spread them, review
+their flows in sessions, check policies against the graph, and rank assets by reliance.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.table import Table
 from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
 from tracelake.graph import discovery
 from tracelake.graph.discovery import Session
+from tracelake.graph.hotness import hotness
 from tracelake.graph.policy import check, load_policies
 from tracelake.graph.propagate import CARRYING, PropagationRules, propagate
 from tracelake.model import Confidence, Transformation
@@ -290,8 +292,23 @@ def check_command(
         raise typer.Exit(1)
 
 
+def hot_command(
+    limit: Annotated[int, typer.Option(help="How many assets")] = 20,
+    db: DbOption = None,
+) -> None:
+    """The hottest assets: PageRank over what depends on what (the most relied-upon first)."""
+    ranked = hotness(open_service(db).index())
+    table = Table(title="hottest assets")
+    for column in ("#", "asset", "score"):
+        table.add_column(column)
+    for number, (urn, score) in enumerate(ranked[:limit], 1):
+        table.add_row(str(number), urn, f"{score:.4f}")
+    out.print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(label_app, name="label")
     app.add_typer(discover_app, name="discover")
     app.command("propagate")(friendly_errors(propagate_command))
     app.command("check")(friendly_errors(check_command))
+    app.command("hot")(friendly_errors(hot_command))

@@ -213,6 +213,13 @@ class GraphIndex:
         """A bool table over `kinds` codes; kinds the index has never seen simply match nothing."""
         return np.array([kind in kinds for kind in self.kinds], dtype=bool)
 
+    def asset_flows(self) -> np.ndarray:
+        """Open table-level flows as unique (source, target) position pairs, without self-loops."""
+        table_edges = (~self.edge_is_field) & (self.edge_valid_to == OPEN_END)
+        pairs = np.stack([self.edge_source[table_edges], self.edge_target[table_edges]], axis=1)
+        pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
+        return pairs[pairs[:, 0] != pairs[:, 1]]
+
     def edge(self, position: int) -> EdgeRef:
         transformation = int(self.edge_transformation[position])
         valid_to = int(self.edge_valid_to[position])

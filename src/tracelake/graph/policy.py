@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import PropagationRules, propagate
 from tracelake.model import Problem
-from tracelake.store.sqlstore import OPEN_END
 
 KINDS = ("purpose", "security_level", "layer", "redundant")
 
@@ -141,11 +139,7 @@ def check(
 
 
 def _asset_flows(index: GraphIndex) -> list[tuple[str, str]]:
-    """Open table-level flows as (source, target) asset URNs, each pair once."""
-    table_edges = (~index.edge_is_field) & (index.edge_valid_to == OPEN_END)
-    sources, targets = index.edge_source[table_edges], index.edge_target[table_edges]
-    pairs = np.unique(np.stack([sources, targets], axis=1), axis=0) if len(sources) else np.empty((0, 2), int)
-    return [(index.urns[int(s)], index.urns[int(t)]) for s, t in pairs if s != t]
+    return [(index.urns[int(source)], index.urns[int(target)]) for source, target in index.asset_flows()]
 
 
 def _purpose(
