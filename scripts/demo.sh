@@ -31,5 +31,19 @@ step "The safety training table as it was on 2024-03-10 vs now"
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --as-of 2024-03-10 --format mermaid
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --format mermaid
 
+step "Declare religion on the profile field and spread it to every table that copies or encodes it"
+"$tl" label add dating.user_profile#religion religion
+"$tl" propagate
+"$tl" label list --label religion
+
+step "A discovery session from religion (every flow here is HIGH: stable after one round)"
+"$tl" discover start --label religion
+
+step "Policies: religion must stay out of ads (exit 1: the ads segment job encodes it)"
+"$tl" check "$example/policies.yml" || echo "(tracelake check exited $?: a CI gate would fail here)"
+
+step "The most relied-upon tables"
+"$tl" hot --limit 5
+
 echo
 echo "Store: $TRACELAKE_DB  (try: $tl show dating.safety_log_tbl --db $TRACELAKE_DB)"

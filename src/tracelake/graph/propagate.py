@@ -2,8 +2,8 @@
 
 Labels declared on fields (or assets) flow downstream along lineage edges, one breadth-first
 walk per label over the in-memory index, governed by `PropagationRules`: a minimum confidence,
-which column transformations carry a label (a copy or a computation of the value does; an
-indirect use — a FILTER, a JOIN key, a GROUP BY — does not, unless asked), asset kinds and zones
+which column transformations carry a label (a copy, a computation or a CASE on the value does;
+a use that only filters, joins, groups or sorts rows does not, unless asked), asset kinds and zones
 (URN prefixes such as `hive.table/ads.`) where a label stops (it reaches them but goes no
 further), and a maximum depth. Every inferred label keeps the path that produced it: the first
 shortest route from a declared node, made on demand from the walk (a label can reach millions
@@ -22,8 +22,17 @@ from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
 from tracelake.model import Confidence, Transformation
 
-# A label rides along a value copied or computed from the labelled one, not along a mere use of it.
-CARRYING = frozenset({Transformation.IDENTITY, Transformation.TRANSFORMATION, Transformation.AGGREGATION})
+# A label rides along a value copied or computed from the labelled one, or chosen by it (a CASE
+# on `religion` that outputs 'faith_christian' encodes it), not along a use that only selects,
+# joins, groups or orders rows.
+CARRYING = frozenset(
+    {
+        Transformation.IDENTITY,
+        Transformation.TRANSFORMATION,
+        Transformation.AGGREGATION,
+        Transformation.CONDITIONAL,
+    }
+)
 
 
 @dataclass(frozen=True)
