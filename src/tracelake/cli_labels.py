@@ -215,6 +215,32 @@ def discover_decide(
     out.print(f"{urn} {verb}" + (f"; also excluded: {', '.join(gone)}" if gone else ""), highlight=False)
 
 
+@discover_app.command("rule")
+@friendly_errors
+def discover_rule(
+    session_id: SessionArgument,
+    include_kind: Annotated[
+        list[str] | None, typer.Option("--include-kind", help="Include candidates of this asset kind")
+    ] = None,
+    exclude_zone: Annotated[
+        list[str] | None, typer.Option("--exclude-zone", help="Exclude candidates under this URN prefix")
+    ] = None,
+    name: Annotated[str, typer.Option(help="The rule's name, kept with each decision")] = "rule",
+    db: DbOption = None,
+) -> None:
+    """Decide the candidates a heuristic rule covers (exclusions cascade); the rest wait."""
+    service, labels = _session_store(db)
+    session = _load(labels, session_id)
+    rule = discovery.DecisionRule(frozenset(include_kind or ()), tuple(exclude_zone or ()), name)
+    decided = discovery.apply_rule(service.index(), session, rule)
+    labels.save_session(session, actor=getpass.getuser())
+    out.print(
+        f"included {len(decided['included'])}, excluded {len(decided['excluded'])}; "
+        f"{len(session.candidates)} candidate(s) left",
+        highlight=False,
+    )
+
+
 @discover_app.command("show")
 @friendly_errors
 def discover_show(session_id: SessionArgument, db: DbOption = None) -> None:

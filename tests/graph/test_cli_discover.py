@@ -56,3 +56,16 @@ def test_unknown_sessions_and_labels_get_one_line(lake_store: LineageStore) -> N
     assert code == 2 and "no discovery session" in err
     code, _, err = run("discover", "start", "--label", "religion", "--db", db)
     assert code == 2 and "no node holds 'religion'" in err and "Traceback" not in err
+
+
+def test_a_rule_decides_from_the_command_line(lake_store: LineageStore) -> None:
+    db = lake_store.url
+    LabelStore(lake_store).declare(A, ["pii"])
+    _, out, _ = run("discover", "start", "--label", "pii", "--db", db)
+    [session] = set(re.findall(r"discovery-[0-9a-f]{12}", out))
+
+    rule = ("--include-kind", "ai.model", "--name", "models")
+    code, out, _ = run("discover", "rule", session, *rule, "--db", db)
+
+    assert code == 0 and "included 1, excluded 0; 0 candidate(s) left" in out
+    assert "models" in run("discover", "show", session, "--db", db)[1]

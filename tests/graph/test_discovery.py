@@ -12,7 +12,16 @@ from __future__ import annotations
 import pytest
 
 from tests.graph.test_traverse import A, B, C, D, E, F, G, H
-from tracelake.graph.discovery import DiscoveryError, Session, decide, flows, next_round, start
+from tracelake.graph.discovery import (
+    DecisionRule,
+    DiscoveryError,
+    Session,
+    apply_rule,
+    decide,
+    flows,
+    next_round,
+    start,
+)
 from tracelake.graph.index import GraphIndex
 
 
@@ -88,3 +97,17 @@ def test_a_session_round_trips_through_plain_data(lake: GraphIndex) -> None:
 
     assert again == session
     assert next_round(lake, again) == [H]
+
+
+def test_a_rule_decides_the_candidates_it_covers(lake: GraphIndex) -> None:
+    session = start(lake, "pii", [A])
+    next_round(lake, session)
+
+    rule = DecisionRule(include_kinds=frozenset({"ai.model"}), name="models-hold-what-they-train-on")
+    assert apply_rule(lake, session, rule) == {"included": [G], "excluded": []}
+    assert session.members[G].decided_by == "models-hold-what-they-train-on"
+
+    other = start(lake, "pii", [A])
+    next_round(lake, other)
+    zone = DecisionRule(include_kinds=frozenset({"ai.model"}), exclude_zones=("ai.model/",), name="no-models")
+    assert apply_rule(lake, other, zone) == {"included": [], "excluded": [G]}

@@ -171,6 +171,33 @@ def decide(session: Session, urn: str, include: bool, *, reason: str, by: str) -
     return _cascade(session, urn, by)
 
 
+@dataclass(frozen=True)
+class DecisionRule:
+    """Decide candidates without a person: include those of some asset kinds, exclude those in
+    some zones (URN prefixes). Exclusion wins when both match; the rest stay candidates."""
+
+    include_kinds: frozenset[str] = frozenset()
+    exclude_zones: tuple[str, ...] = ()
+    name: str = "rule"
+
+
+def apply_rule(index: GraphIndex, session: Session, rule: DecisionRule) -> dict[str, list[str]]:
+    """Decide the candidates `rule` covers; returns the included and excluded nodes (cascades too)."""
+    decided: dict[str, list[str]] = {"included": [], "excluded": []}
+    for urn in session.candidates:
+        if session.members[urn].state != "candidate":  # an earlier exclusion cascaded to it
+            continue
+        position = index.position(urn)
+        asset = index.asset_urn(position) or urn
+        if any(asset.startswith(zone) for zone in rule.exclude_zones):
+            gone = decide(session, urn, False, reason=f"in an excluded zone ({rule.name})", by=rule.name)
+            decided["excluded"].extend([urn, *gone])
+        elif index.kind(position) in rule.include_kinds:
+            decide(session, urn, True, reason=f"a {index.kind(position)} ({rule.name})", by=rule.name)
+            decided["included"].append(urn)
+    return decided
+
+
 def _cascade(session: Session, excluded: str, by: str) -> list[str]:
     """Exclude what can no longer be reached from a source without an excluded node."""
     children: dict[str, list[str]] = {}
