@@ -23,7 +23,7 @@ import numpy as np
 
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import CARRYING
-from tracelake.graph.traverse import _gather, edge_filter
+from tracelake.graph.traverse import _gather, _unique, edge_filter
 from tracelake.model import Confidence, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]
@@ -115,41 +115,85 @@ def start(index: GraphIndex, label: str, sources: list[str], **options: Any) -> 
     return session
 
 
+_UNKNOWN, _IN, _CANDIDATE, _EXCLUDED = 0, 1, 2, 3
+
+
 def next_round(index: GraphIndex, session: Session) -> list[str]:
-    """Follow the flows out of the frontier; returns the nodes new to the session."""
+    """Follow the flows out of the frontier; returns the nodes new to the session.
+
+    The walk runs on arrays (a state code per node position), level by level; the session's
+    members are updated from them once it ends.
+    """
     if not session.frontier:
         return []
     session.round += 1
     flt = edge_filter(index, transformations=session.transformations)
     threshold = session.threshold.rank
     adjacency = index.downstream
-    frontier = np.asarray([index.positions[urn] for urn in session.frontier], dtype=np.int64)
+    state = np.zeros(index.n_nodes, dtype=np.int8)
+    for urn, member in session.members.items():
+        code = _CANDIDATE if member.state == "candidate" else _EXCLUDED if member.state == "excluded" else _IN
+        state[index.positions[urn]] = code
+    before = state.copy()
+    frontier = _unique(np.asarray([index.positions[urn] for urn in session.frontier], dtype=np.int64))
     session.frontier = []
-    new: list[str] = []
+    flow_chunks: list[np.ndarray] = []
+    order: list[np.ndarray] = []  # positions in the order they joined
     while len(frontier):
         slots, counts = _gather(adjacency, frontier)
         keep = flt.edge_mask(index, adjacency, slots)
         origins = np.repeat(frontier, counts)[keep]
         slots = slots[keep]
-        targets, edges = adjacency.neighbours[slots], adjacency.edges[slots]
-        strong = index.edge_confidence[edges] >= threshold
-        reached_now: list[int] = []
-        pairs = zip(origins.tolist(), targets.tolist(), strong.tolist(), strict=True)
-        for origin, target, is_strong in pairs:
-            urn, origin_urn = index.urns[target], index.urns[origin]
-            member = session.members.get(urn)
-            if member is None:
-                state: State = "reached" if is_strong else "candidate"
-                session.members[urn] = Member(state, session.round, [origin_urn])
-                new.append(urn)
-                if is_strong:
-                    reached_now.append(target)
-            elif member.state != "excluded" and origin_urn not in member.via:
-                member.via.append(origin_urn)
-                if is_strong and member.state == "candidate":
-                    member.state = "reached"  # a strong flow settles it
-                    reached_now.append(target)
-        frontier = np.asarray(sorted(set(reached_now)), dtype=np.int64)
+        targets = adjacency.neighbours[slots]
+        strong = index.edge_confidence[adjacency.edges[slots]] >= threshold
+        alive = state[targets] != _EXCLUDED
+        origins, targets, strong = origins[alive], targets[alive], strong[alive]
+        flow_chunks.append(np.stack([targets, origins], axis=1))  # (target, origin) rows
+        weak_new = _unique(targets[~strong][state[targets[~strong]] == _UNKNOWN])
+        strong_targets = targets[strong]
+        settled = _unique(strong_targets[np.isin(state[strong_targets], (_UNKNOWN, _CANDIDATE))])
+        state[weak_new] = _CANDIDATE
+        state[settled] = _IN  # a strong flow settles a candidate too
+        order.extend([settled, weak_new])
+        frontier = settled
+    return _record_round(index, session, before, state, order, flow_chunks)
+
+
+def _record_round(
+    index: GraphIndex,
+    session: Session,
+    before: np.ndarray,
+    state: np.ndarray,
+    order: list[np.ndarray],
+    flow_chunks: list[np.ndarray],
+) -> list[str]:
+    """Bring the session's members up to date with a round's walk."""
+    new: list[str] = []
+    joined = np.concatenate(order) if order else np.empty(0, dtype=np.int64)
+    for position in dict.fromkeys(joined.tolist()):
+        urn = index.urns[position]
+        final: State = "reached" if state[position] == _IN else "candidate"
+        if before[position] == _UNKNOWN:
+            session.members[urn] = Member(final, session.round)
+            new.append(urn)
+        else:
+            session.members[urn].state = final
+    if not flow_chunks:
+        return new
+    # Each (target, origin) flow once, grouped by target: one code per pair, sorted.
+    pairs = np.concatenate(flow_chunks)
+    codes = _unique(pairs[:, 0] * index.n_nodes + pairs[:, 1])
+    targets, origins = codes // index.n_nodes, codes % index.n_nodes
+    origin_urns = np.asarray(index.urns, dtype=object)[origins].tolist()
+    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    ends = np.r_[starts[1:], len(targets)]
+    for target, start, end in zip(targets[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+        member = session.members[index.urns[target]]
+        if member.via:
+            known = set(member.via)
+            member.via.extend(urn for urn in origin_urns[start:end] if urn not in known)
+        else:
+            member.via = origin_urns[start:end]
     return new
 
 
