@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelake.graph.index import GraphIndex
+from tracelake.graph.index import ASSET, GraphIndex
 from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
 from tracelake.model import Confidence, Transformation
 
@@ -130,9 +130,11 @@ def _stop_mask(index: GraphIndex, rules: PropagationRules) -> np.ndarray:
     if rules.stop_kinds:
         stop |= index.kind_mask(set(rules.stop_kinds))[index.kind_codes]
     if rules.stop_zones:
-        zoned = np.array(
-            [any(urn.startswith(zone) for zone in rules.stop_zones) for urn in index.urns], dtype=bool
-        )
+        # the zone is a property of the asset: test each asset's URN once, then spread to its fields
+        assets = np.flatnonzero(index.node_types == ASSET)
+        zoned = np.zeros(index.n_nodes, dtype=bool)
+        zones = tuple(rules.stop_zones)
+        zoned[assets] = [index.urns[int(asset)].startswith(zones) for asset in assets]
         has_asset = index.asset_of >= 0
         stop[has_asset] |= zoned[index.asset_of[has_asset]]
     return stop
