@@ -31,6 +31,8 @@ bench:
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/spark_overhead.py
 	$(BIN)/python bench/privacy_search.py
+	$(BIN)/python bench/taint_plan.py
+	$(BIN)/python bench/discovery.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache
