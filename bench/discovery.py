@@ -47,7 +47,6 @@ import argparse
 import gc
 import itertools
 import os
-import platform
 import statistics
 import sys
 import time
@@ -58,7 +57,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from machine import load_change
+from machine import load_change, python_bfs, python_machine
 from tracelake.graph import discovery
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import CARRYING, Propagation, PropagationRules, propagate
@@ -454,14 +453,7 @@ def dict_of_lists(indptr: np.ndarray, neighbours: np.ndarray) -> dict[int, list[
 
 
 def python_floor(adjacency: dict[int, list[int]], starts: list[int]) -> set[int]:
-    seen = set(starts)
-    queue = deque(starts)
-    while queue:
-        for neighbour in adjacency.get(queue.popleft(), ()):
-            if neighbour not in seen:
-                seen.add(neighbour)
-                queue.append(neighbour)
-    return seen - set(starts)
+    return python_bfs(adjacency, starts) - set(starts)
 
 
 # ---------------------------------------------------------------------- timing and printing
@@ -493,11 +485,8 @@ def once(action: Callable[[], T]) -> tuple[float, T]:
 
 
 def machine() -> str:
-    return (
-        f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, "
-        f"networkx {nx.__version__ if nx is not None else 'not installed'}; one thread"
-    )
+    networkx = nx.__version__ if nx is not None else "not installed"
+    return python_machine(f"numpy {np.__version__}, networkx {networkx}; one thread")
 
 
 def row(name: str, times: list[float] | None, pairs: int | None, note: str = "") -> None:

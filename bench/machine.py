@@ -1,10 +1,11 @@
-"""What the Spark benchmarks print about the machine they ran on: versions, cores, load."""
+"""What the benchmarks print about the machine they ran on, and the plain BFS they share as a floor."""
 
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
+from collections import deque
 from typing import Any
 
 
@@ -24,3 +25,23 @@ def load_change(before: tuple[float, float, float]) -> str:
         f"load average (1/5/15 min) before {before[0]:.2f}/{before[1]:.2f}/{before[2]:.2f}, "
         f"after {after[0]:.2f}/{after[1]:.2f}/{after[2]:.2f}"
     )
+
+
+def python_machine(extra: str = "") -> str:
+    """Python, the OS, the cores (and `extra`, e.g. library versions), for the pure-Python benches."""
+    return (
+        f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
+        f"{platform.machine()}, {os.cpu_count()} cores{', ' + extra if extra else ''}"
+    )
+
+
+def python_bfs(adjacency: dict[int, list[int]], starts: list[int]) -> set[int]:
+    """Every node reachable from `starts` (starts included): the textbook BFS, dict of lists."""
+    seen = set(starts)
+    queue = deque(starts)
+    while queue:
+        for neighbour in adjacency.get(queue.popleft(), ()):
+            if neighbour not in seen:
+                seen.add(neighbour)
+                queue.append(neighbour)
+    return seen

@@ -21,7 +21,6 @@ import random
 import statistics
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from machine import python_bfs
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import lineage
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation
@@ -225,17 +225,6 @@ def python_adjacency(index: GraphIndex) -> dict[int, list[int]]:
     ):
         adjacency.setdefault(source, []).append(target)
     return adjacency
-
-
-def python_bfs(adjacency: dict[int, list[int]], starts: list[int]) -> set[int]:
-    seen = set(starts)
-    queue = deque(starts)
-    while queue:
-        for neighbour in adjacency.get(queue.popleft(), ()):
-            if neighbour not in seen:
-                seen.add(neighbour)
-                queue.append(neighbour)
-    return seen
 
 
 def networkx_closure(graph: nx.DiGraph, starts: list[int]) -> set[int]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
@@ -50,7 +49,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
-from machine import load_change
+from machine import load_change, python_machine
 from tracelake.temporal.entities import (
     DateRange,
     Dependency,
@@ -449,10 +448,7 @@ def verify(entities_count: int, seed: int, start: int, end: int) -> str:
 
 
 def machine() -> str:
-    return (
-        f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} cores; one thread, no Spark"
-    )
+    return python_machine("one thread, no Spark")
 
 
 def ms(seconds: float) -> str:
