@@ -12,6 +12,9 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 step "Ingest the Spark SQL query log (3 days, one statement has a typo)"
 "$tl" ingest sql "$example/query_log.jsonl" --schema "$example/schema.yaml"
 
+step "Add the ML configs: the religion-score feature, the ranking model's training, its service"
+"$tl" ingest configs "$example/configs"
+
 step "Where does safety_training_tbl.target_religion come from? (values only)"
 "$tl" lineage dating.safety_training_tbl#target_religion --up --direct-only
 

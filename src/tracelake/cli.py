@@ -104,6 +104,30 @@ def parse_time(text: str | None, option: str) -> datetime | None:
 # ---------------------------------------------------------------------- ingest
 
 
+@ingest_app.command("configs")
+@friendly_errors
+def ingest_configs(
+    paths: Annotated[list[Path], typer.Argument(help="ML config files (YAML/JSON) or folders of them")],
+    shapes: Annotated[
+        Path | None, typer.Option(help="YAML of config shapes: where inputs and outputs sit")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Lineage from ML training and serving configs: tables and features → models → services."""
+    for path in [*paths, *([shapes] if shapes else [])]:
+        if not path.exists():
+            raise UserError(f"{path}: no such file or folder")
+    try:
+        collection = open_service(db).ingest_configs(paths, shapes_file=shapes)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    for problem in collection.problems:
+        err.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False)
+    edges = len(collection.batch.edges)
+    read = collection.configs - len(collection.problems)
+    out.print(f"{collection.configs} configs: {read} read, {edges} edges", highlight=False)
+
+
 @ingest_app.command("sql")
 @friendly_errors
 def ingest_sql(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
@@ -115,6 +116,15 @@ class Tracelake:
             problems=collection.problems,
             report=report,
         )
+
+    def ingest_configs(self, paths: Sequence[Path], *, shapes_file: Path | None = None) -> ConfigCollection:
+        """Collect lineage from ML configs (training jobs, inference services) and ingest it."""
+        shapes = load_shapes(shapes_file) if shapes_file is not None else []
+        collection = collect_configs(paths, shapes)
+        batch = collection.batch
+        batch.problems.extend(collection.problems)
+        self.store.ingest(batch)
+        return collection
 
     # ------------------------------------------------------------------ explore
 
