@@ -14,6 +14,7 @@ import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 import typer
 from rich.table import Table
@@ -79,8 +80,13 @@ def _entity(graph: EntityGraph, name: str) -> Entity:
 
 
 def _moment(text: str, entity: Entity, option: str) -> int:
+    return _moment_in(text, entity.tz, option)
+
+
+def _moment_in(text: str, tz: ZoneInfo, option: str) -> int:
+    """An ISO date or time as epoch seconds; without an offset, local to `tz` (a date: its midnight)."""
     try:
-        return parse_moment(text, entity.tz)
+        return parse_moment(text, tz)
     except ValueError:
         example = "e.g. 2024-03-10 or 2024-03-10T05:00"
         raise UserError(f"{option} {text!r} is not an ISO date or time ({example})") from None
@@ -309,10 +315,10 @@ def reconcile_command(
         raise UserError("reconcile needs Airflow: give --airflow-url (or TRACELAKE_AIRFLOW_URL)")
     entities = open_entities(db)
     graph = _graph(entities)
-    lo, hi = parse_time(start, "--from"), parse_time(end, "--to")
-    assert lo is not None and hi is not None
+    utc = ZoneInfo("UTC")
+    lo, hi = _moment_in(start, utc, "--from"), _moment_in(end, utc, "--to")
     try:
-        drifts = reconcile(graph, client, entities, lo=int(lo.timestamp()), hi=int(hi.timestamp()))
+        drifts = reconcile(graph, client, entities, lo=lo, hi=hi)
     except AirflowError as error:
         raise UserError(str(error)) from None
     if not drifts:

@@ -102,6 +102,11 @@ def test_record_then_ready(db: str) -> None:
         ),
         (("record", "words_count", "--at", "2024-01-01", "--state", "partial"), "has no state 'partial'"),
         (("entities", "load", "/no/such/place.yml"), "no such file or folder"),
+        (("reconcile", "--from", "2024-03-01", "--to", "2024-04-01"), "reconcile needs Airflow"),
+        (
+            ("reconcile", "--from", "March", "--to", "2024-04-01", "--airflow-url", "http://127.0.0.1:9"),
+            "--from 'March' is not an ISO date",
+        ),
     ],
 )
 def test_user_mistakes_get_one_line_and_exit_2(db: str, args: tuple[str, ...], message: str) -> None:
