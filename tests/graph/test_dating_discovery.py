@@ -6,6 +6,10 @@ Read off the log's statements: user_profile.religion is copied into safety_log_t
 daily_match_stats.religion (IDENTITY), decides dating_training_tbl.same_religion and
 ads.user_segments.segment (CASE WHEN religion …: CONDITIONAL), and goes on from safety_log_tbl
 into safety_training_tbl.target_religion and then safety_training_latest.target_religion.
+
+The ML configs (examples/dating/configs) add table-level flows with no column lineage:
+user_profile → the religion-score feature, dating_training_tbl (+ the feature) → the ranking
+model → its inference service.
 """
 
 from __future__ import annotations
@@ -68,3 +72,24 @@ def test_the_policy_flags_religion_reaching_the_ads_segment(service: Tracelake) 
     assert [(v.policy, v.path) for v in found] == [
         ("religion-stays-out-of-ads", (RELIGION, "hive.table/ads.user_segments#segment"))
     ]
+
+
+def test_with_the_ml_configs_discovery_reaches_the_feature_the_model_and_the_service(
+    service: Tracelake,
+) -> None:
+    service.ingest_configs([EXAMPLE / "configs"])
+    index = service.index()
+    session = discovery.start(index, "religion", [RELIGION])
+    discovery.next_round(index, session)
+
+    # the configs name whole tables: the walk stops there and asks
+    feature, model = "ai.feature/DATING_USER_RELIGION_SCORE", "ai.model/dating_ranking_model"
+    assert session.candidates == [feature, model]
+    assert session.members[feature].via == [RELIGION]
+    assert session.members[model].via == [f"{D}dating_training_tbl#same_religion"]
+
+    for candidate in (feature, model):
+        discovery.decide(session, candidate, True, reason="trained on religion", by="privacy")
+    assert discovery.next_round(index, session) == ["web.endpoint/ranking.recommend"]
+    assert session.stable
+    assert set(session.confirmed) == REACHED | {RELIGION, feature, model, "web.endpoint/ranking.recommend"}

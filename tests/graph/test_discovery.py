@@ -4,14 +4,15 @@
     b ─job1─▶ c         e ─job5 (LOW)──▶ g ─job6─▶ h
     b ─job2─▶ d ─job3─▶ e
 
-Every edge is HIGH but e → g (LOW, a config signal). Expected sets are read off the drawing.
+Every edge is HIGH but e → g (LOW, a config signal). Columns: a.user_id → c.user_id → e.user_id
+(job1, job3); job4, job5 and job6 give no column lineage. Expected sets are read off the drawing.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.graph.test_traverse import A, B, C, D, E, F, G, H
+from tests.graph.test_traverse import A, B, C, D, E, F, G, H, fld
 from tracelake.graph.discovery import (
     DecisionRule,
     DiscoveryError,
@@ -111,3 +112,16 @@ def test_a_rule_decides_the_candidates_it_covers(lake: GraphIndex) -> None:
     next_round(lake, other)
     zone = DecisionRule(include_kinds=frozenset({"ai.model"}), exclude_zones=("ai.model/",), name="no-models")
     assert apply_rule(lake, other, zone) == {"included": [], "excluded": [G]}
+
+
+def test_a_table_flow_without_column_lineage_makes_a_candidate_of_its_target(lake: GraphIndex) -> None:
+    # from the field a.user_id the column edges reach c.user_id and e.user_id; e's table flows
+    # job4 (→ f) and job5 (→ g) give no column lineage at all: either may carry user_id
+    session = start(lake, "pii", [fld(A, "user_id")])
+
+    assert set(next_round(lake, session)) == {fld(C, "user_id"), fld(E, "user_id"), F, G}
+    assert set(session.candidates) == {F, G}
+    assert session.members[F].via == [fld(E, "user_id")]
+
+    decide(session, G, True, reason="the model is trained on e", by="ana")
+    assert next_round(lake, session) == [H]  # g's own table flow is followed: g is a table

@@ -3,7 +3,9 @@
 A session starts from labelled nodes. Each round follows the flows out of its frontier: along
 strong edges (at or above the session's confidence threshold, of a carrying transformation) the
 walk goes on by itself and the nodes reached join the set; an edge below the threshold stops
-it, and the node behind it becomes a candidate for a person (or a rule) to decide. An included
+it, and the node behind it becomes a candidate for a person (or a rule) to decide. So does a
+coarse flow out of a reached field's table: a table-level flow with no column lineage (a
+training config that names the table) may carry any of its columns. An included
 candidate is the next round's frontier; an excluded one is out, and so is everything the session
 reached only through it (the exclusion cascades). Rounds repeat until nothing new is found: the
 session is stable, and its set, with the flows that justify each member, is the result.
@@ -21,9 +23,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tracelake.graph.index import GraphIndex
+from tracelake.graph.index import FIELD, GraphIndex
 from tracelake.graph.propagate import CARRYING
-from tracelake.graph.traverse import _gather, _unique, edge_filter
+from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
 from tracelake.model import Confidence, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]
@@ -139,6 +141,7 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
     session.frontier = []
     flow_chunks: list[np.ndarray] = []
     order: list[np.ndarray] = []  # positions in the order they joined
+    coarse = coarse_edges(index)
     while len(frontier):
         slots, counts = _gather(adjacency, frontier)
         keep = flt.edge_mask(index, adjacency, slots)
@@ -146,6 +149,10 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
         slots = slots[keep]
         targets = adjacency.neighbours[slots]
         strong = index.edge_confidence[adjacency.edges[slots]] >= threshold
+        coarse_origins, coarse_targets = _coarse_flows(index, frontier, flt, coarse)
+        origins = np.concatenate([origins, coarse_origins])
+        targets = np.concatenate([targets, coarse_targets])
+        strong = np.concatenate([strong, np.zeros(len(coarse_targets), dtype=bool)])
         alive = state[targets] != _EXCLUDED
         origins, targets, strong = origins[alive], targets[alive], strong[alive]
         flow_chunks.append(np.stack([targets, origins], axis=1))  # (target, origin) rows
@@ -157,6 +164,37 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
         order.extend([settled, weak_new])
         frontier = settled
     return _record_round(index, session, before, state, order, flow_chunks)
+
+
+def coarse_edges(index: GraphIndex) -> np.ndarray:
+    """Table-level edges whose process gives no column lineage out of their source (a training
+    config naming a table, a job seen only as tables): any column of the source may flow."""
+    n = index.n_nodes
+    fields = index.edge_is_field
+    with_columns = index.edge_process[fields] * n + index.asset_of[index.edge_source[fields]]
+    coarse = np.zeros(index.n_edges, dtype=bool)
+    tables = np.flatnonzero(~fields)
+    coarse[tables] = ~np.isin(index.edge_process[tables] * n + index.edge_source[tables], with_columns)
+    return coarse
+
+
+def _coarse_flows(
+    index: GraphIndex, frontier: np.ndarray, flt: EdgeFilter, coarse: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where the frontier's fields may flow through their assets' coarse edges: (origin field,
+    target) pairs, one field standing for its asset. Such flows are never strong: candidates."""
+    fields = frontier[index.node_types[frontier] == FIELD]
+    empty = np.empty(0, dtype=np.int64)
+    if not len(fields):
+        return empty, empty
+    assets = index.asset_of[fields]
+    order = np.argsort(assets, kind="stable")
+    assets, fields = assets[order], fields[order]
+    first = np.r_[True, assets[1:] != assets[:-1]]
+    assets, fields = assets[first], fields[first]
+    slots, counts = _gather(index.downstream, assets)
+    keep = flt.edge_mask(index, index.downstream, slots) & coarse[index.downstream.edges[slots]]
+    return np.repeat(fields, counts)[keep], index.downstream.neighbours[slots[keep]]
 
 
 def _record_round(
