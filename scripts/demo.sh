@@ -39,8 +39,14 @@ step "Declare religion on the profile field and spread it to every table that co
 "$tl" propagate
 "$tl" label list --label religion
 
-step "A discovery session from religion (every flow here is HIGH: stable after one round)"
-"$tl" discover start --label religion
+step "A discovery session from religion: the SQL flows are followed; the ML configs name whole tables, so their feature and model wait as candidates"
+started=$("$tl" discover start --label religion)
+echo "$started"
+session=$(grep -o 'discovery-[0-9a-f]*' <<<"$started" | head -n 1)
+"$tl" discover decide "$session" ai.feature/DATING_USER_RELIGION_SCORE --include --reason "computed from religion"
+"$tl" discover decide "$session" ai.model/dating_ranking_model --include --reason "trained on same_religion"
+"$tl" discover next "$session"
+"$tl" discover export "$session" --confirm | head -n 20
 
 step "Policies: religion must stay out of ads (exit 1: the ads segment job encodes it)"
 "$tl" check "$example/policies.yml" || echo "(tracelake check exited $?: a CI gate would fail here)"
