@@ -183,6 +183,15 @@ def test_a_batch_without_ids_is_refused(ids_by_request: dict[str, list[str]], me
         Batch(ids_by_request)
 
 
+def test_a_batch_cleans_its_own_copy_of_the_ids() -> None:
+    asked = {"r1": [" u1 ", "u2", ""], "r2": ["u2"]}
+
+    batch = Batch(asked)
+
+    assert batch.ids == ["u1", "u2"] and batch.requests_by_id["u2"] == ["r1", "r2"]
+    assert asked == {"r1": [" u1 ", "u2", ""], "r2": ["u2"]}  # the caller's lists are untouched
+
+
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "", "x" * 200])
 def test_a_request_name_that_cannot_name_its_egress_folder_is_refused(name: str) -> None:
     with pytest.raises(RequestError, match="request name"):

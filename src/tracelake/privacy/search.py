@@ -76,8 +76,9 @@ class Batch:
     def __post_init__(self) -> None:
         if not self.ids_by_request:
             raise RequestError("no request to run")
+        self.ids_by_request = dict(self.ids_by_request)  # cleaned below: the caller's stays as it was
         self.requests_by_id = {}
-        for request, ids in self.ids_by_request.items():
+        for request, ids in list(self.ids_by_request.items()):
             if not _REQUEST_NAME.fullmatch(request):
                 # It names the request's egress folder: no path separators, no dot files.
                 raise RequestError(
