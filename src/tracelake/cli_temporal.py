@@ -79,11 +79,7 @@ def _entity(graph: EntityGraph, name: str) -> Entity:
     return graph.entities[name]
 
 
-def _moment(text: str, entity: Entity, option: str) -> int:
-    return _moment_in(text, entity.tz, option)
-
-
-def _moment_in(text: str, tz: ZoneInfo, option: str) -> int:
+def _moment(text: str, tz: ZoneInfo, option: str) -> int:
     """An ISO date or time as epoch seconds; without an offset, local to `tz` (a date: its midnight)."""
     try:
         return parse_moment(text, tz)
@@ -162,8 +158,8 @@ def status_command(
     """The status of an entity's instances: states held, valid or tainted, who, when and why."""
     entities = open_entities(db)
     subject = _entity(_graph(entities), entity)
-    lo = _moment(start, subject, "--from") if start else None
-    hi = _moment(end, subject, "--to") if end else None
+    lo = _moment(start, subject.tz, "--from") if start else None
+    hi = _moment(end, subject.tz, "--to") if end else None
     rows = entities.status(entity, lo=lo, hi=hi, at=parse_time(at, "--at"))
     if not rows:
         out.print(f"no instance of {entity} on record" + (f" at {at}" if at else ""), highlight=False)
@@ -201,7 +197,7 @@ def record_command(
     subject = _entity(_graph(entities), entity)
     try:
         row = entities.record(
-            subject, _moment(at, subject, "--at"), state, actor=actor or getpass.getuser(), run_id=run_id
+            subject, _moment(at, subject.tz, "--at"), state, actor=actor or getpass.getuser(), run_id=run_id
         )
     except ValueError as error:
         raise UserError(str(error)) from None
@@ -219,7 +215,7 @@ def ready_command(
     graph = _graph(entities)
     subject = _entity(graph, entity)
     try:
-        readiness = entities.is_ready(graph, entity, _moment(at, subject, "--at"), state)
+        readiness = entities.is_ready(graph, entity, _moment(at, subject.tz, "--at"), state)
     except ValueError as error:
         raise UserError(str(error)) from None
     label = subject.label(readiness.start)
@@ -259,7 +255,7 @@ def taint_command(
     entities = open_entities(db)
     graph = _graph(entities)
     subject = _entity(graph, entity)
-    lo, hi = _moment(start, subject, "--from"), _moment(end, subject, "--to")
+    lo, hi = _moment(start, subject.tz, "--from"), _moment(end, subject.tz, "--to")
     if hi <= lo:
         raise UserError(f"--to {end} is not after --from {start}")
     horizon = parse_time(until, "--until")
@@ -316,7 +312,7 @@ def reconcile_command(
     entities = open_entities(db)
     graph = _graph(entities)
     utc = ZoneInfo("UTC")
-    lo, hi = _moment_in(start, utc, "--from"), _moment_in(end, utc, "--to")
+    lo, hi = _moment(start, utc, "--from"), _moment(end, utc, "--to")
     try:
         drifts = reconcile(graph, client, entities, lo=lo, hi=hi)
     except AirflowError as error:

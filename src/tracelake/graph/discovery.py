@@ -25,7 +25,7 @@ import numpy as np
 
 from tracelake.graph.index import FIELD, GraphIndex
 from tracelake.graph.propagate import CARRYING
-from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
+from tracelake.graph.traverse import EdgeFilter, edge_filter, gather_slots, sorted_unique
 from tracelake.model import Confidence, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]
@@ -137,13 +137,13 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
         code = _CANDIDATE if member.state == "candidate" else _EXCLUDED if member.state == "excluded" else _IN
         state[index.positions[urn]] = code
     before = state.copy()
-    frontier = _unique(np.asarray([index.positions[urn] for urn in session.frontier], dtype=np.int64))
+    frontier = sorted_unique(np.asarray([index.positions[urn] for urn in session.frontier], dtype=np.int64))
     session.frontier = []
     flow_chunks: list[np.ndarray] = []
     order: list[np.ndarray] = []  # positions in the order they joined
     coarse = coarse_edges(index)
     while len(frontier):
-        slots, counts = _gather(adjacency, frontier)
+        slots, counts = gather_slots(adjacency, frontier)
         keep = flt.edge_mask(index, adjacency, slots)
         origins = np.repeat(frontier, counts)[keep]
         slots = slots[keep]
@@ -156,9 +156,9 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
         alive = state[targets] != _EXCLUDED
         origins, targets, strong = origins[alive], targets[alive], strong[alive]
         flow_chunks.append(np.stack([targets, origins], axis=1))  # (target, origin) rows
-        weak_new = _unique(targets[~strong][state[targets[~strong]] == _UNKNOWN])
+        weak_new = sorted_unique(targets[~strong][state[targets[~strong]] == _UNKNOWN])
         strong_targets = targets[strong]
-        settled = _unique(strong_targets[np.isin(state[strong_targets], (_UNKNOWN, _CANDIDATE))])
+        settled = sorted_unique(strong_targets[np.isin(state[strong_targets], (_UNKNOWN, _CANDIDATE))])
         state[weak_new] = _CANDIDATE
         state[settled] = _IN  # a strong flow settles a candidate too
         order.extend([settled, weak_new])
@@ -192,7 +192,7 @@ def _coarse_flows(
     assets, fields = assets[order], fields[order]
     first = np.r_[True, assets[1:] != assets[:-1]]
     assets, fields = assets[first], fields[first]
-    slots, counts = _gather(index.downstream, assets)
+    slots, counts = gather_slots(index.downstream, assets)
     keep = flt.edge_mask(index, index.downstream, slots) & coarse[index.downstream.edges[slots]]
     return np.repeat(fields, counts)[keep], index.downstream.neighbours[slots[keep]]
 
@@ -220,7 +220,7 @@ def _record_round(
         return new
     # Each (target, origin) flow once, grouped by target: one code per pair, sorted.
     pairs = np.concatenate(flow_chunks)
-    codes = _unique(pairs[:, 0] * index.n_nodes + pairs[:, 1])
+    codes = sorted_unique(pairs[:, 0] * index.n_nodes + pairs[:, 1])
     targets, origins = codes // index.n_nodes, codes % index.n_nodes
     origin_urns = np.asarray(index.urns, dtype=object)[origins].tolist()
     starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])

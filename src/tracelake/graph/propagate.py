@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracelake.graph.index import ASSET, GraphIndex
-from tracelake.graph.traverse import EdgeFilter, _gather, _unique, edge_filter
+from tracelake.graph.traverse import EdgeFilter, edge_filter, gather_slots, sorted_unique
 from tracelake.model import Confidence, Transformation
 
 # A label rides along a value copied or computed from the labelled one, or chosen by it (a CASE
@@ -116,7 +116,7 @@ def propagate(
             starts_by_label.setdefault(label, []).append(position)
     result = Propagation(index)
     for label in sorted(starts_by_label):
-        starts = _unique(np.asarray(starts_by_label[label], dtype=np.int64))
+        starts = sorted_unique(np.asarray(starts_by_label[label], dtype=np.int64))
         dist, parent_edge = _walk(index, starts, flt, stop, rules.max_depth)
         reached = np.flatnonzero(dist > 0)
         reached = reached[np.argsort(dist[reached], kind="stable")]
@@ -151,7 +151,7 @@ def _walk(
     frontier, level = starts, 0
     while len(frontier) and (max_depth is None or level < max_depth):
         level += 1
-        slots, _ = _gather(adjacency, frontier)
+        slots, _ = gather_slots(adjacency, frontier)
         slots = slots[flt.edge_mask(index, adjacency, slots)]
         neighbours, edges = adjacency.neighbours[slots], adjacency.edges[slots]
         new = dist[neighbours] < 0

@@ -183,7 +183,7 @@ class _Walk:
     sigma: np.ndarray | None  # shortest-route counts, when asked for
 
 
-def _gather(adj: Adjacency, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_slots(adj: Adjacency, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The CSR slots of every edge of every frontier node, and the count per node.
 
     For frontier nodes with slices [lo, hi) this is concat(arange(lo, hi)) built without a
@@ -198,7 +198,7 @@ def _gather(adj: Adjacency, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.arange(total, dtype=np.int64) + np.repeat(lo - run_starts, counts), counts
 
 
-def _unique(values: np.ndarray) -> np.ndarray:
+def sorted_unique(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values. np.unique does the same, but numpy 2.4 routes integer arrays
     through a hash table that measured 20× slower than sorting at these sizes."""
     ordered = np.sort(values)
@@ -254,7 +254,7 @@ def _bfs(
     level = 0
     while len(frontier) and (depth is None or level < depth):
         level += 1
-        slots, counts = _gather(adj, frontier)
+        slots, counts = gather_slots(adj, frontier)
         if len(slots) == 0:
             break
         keep = flt.edge_mask(index, adj, slots)
@@ -268,7 +268,7 @@ def _bfs(
             onto = dist[neighbours] == level
             near, far = near[onto], neighbours[onto]
             # Parallel edges (two signals or processes for one pair) are one route, not two.
-            pairs = _unique(near * n + far)
+            pairs = sorted_unique(near * n + far)
             np.add.at(sigma, pairs % n, sigma[pairs // n])
         if len(fresh):
             levels.append(fresh)
@@ -297,7 +297,7 @@ def _start_positions(index: GraphIndex, starts: Sequence[str] | str) -> tuple[tu
                 found[i] = index.position(names[i])  # raises UnknownNodeError
                 names[i] = index.urns[found[i]]
         names = list(dict.fromkeys(names))
-    return tuple(names), _unique(np.asarray(found, dtype=np.int64))
+    return tuple(names), sorted_unique(np.asarray(found, dtype=np.int64))
 
 
 # ---------------------------------------------------------------------- lineage
@@ -411,7 +411,7 @@ def lineage(
     else:
         up, down = walks[UPSTREAM], walks[DOWNSTREAM]
         # Work over the reached nodes only, not all n: a small query on a big graph stays small.
-        reached = _unique(np.concatenate([up.nodes, down.nodes]))
+        reached = sorted_unique(np.concatenate([up.nodes, down.nodes]))
         hops_up, hops_down = up.dist[reached], down.dist[reached]
         # A node found on both sides (only possible through a cycle) keeps the nearer hop count.
         both = np.where(
@@ -421,7 +421,7 @@ def lineage(
         nodes = reached[order]
         hops = both[order].astype(np.int32)
         sides = ((hops_up > 0) * UPSTREAM + (hops_down > 0) * DOWNSTREAM)[order].astype(np.int8)
-        edges = _unique(np.concatenate([walks[UPSTREAM].edges, walks[DOWNSTREAM].edges]))
+        edges = sorted_unique(np.concatenate([walks[UPSTREAM].edges, walks[DOWNSTREAM].edges]))
 
     if include_fields:
         nodes, hops, sides, edges = _with_fields(index, flt, nodes, hops, sides, edges)
@@ -439,7 +439,7 @@ def _with_fields(
     """Add the field edges whose asset pair is one of the asset edges crossed."""
     n = index.n_nodes
     asset_edges = edges[~index.edge_is_field[edges]]
-    crossed = _unique(index.edge_source[asset_edges] * n + index.edge_target[asset_edges])
+    crossed = sorted_unique(index.edge_source[asset_edges] * n + index.edge_target[asset_edges])
     candidates = np.flatnonzero(index.edge_is_field)
     candidates = candidates[flt.valid_mask(index, candidates)]
     source_asset = index.asset_of[index.edge_source[candidates]]
@@ -450,7 +450,7 @@ def _with_fields(
     # Each field sits at its asset's distance and side; fields already present stay as they are.
     at = np.full(n, -1, dtype=np.int64)
     at[nodes] = np.arange(len(nodes))
-    fields = _unique(np.concatenate([index.edge_source[along], index.edge_target[along]]))
+    fields = sorted_unique(np.concatenate([index.edge_source[along], index.edge_target[along]]))
     fields = fields[at[fields] < 0]
     owner = at[index.asset_of[fields]]
     return (

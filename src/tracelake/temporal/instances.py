@@ -13,7 +13,7 @@ instance its date range needs must be there, valid, and hold an accepted state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -71,7 +71,6 @@ class ApplyReport:
     instances: int = 0
     rebuilt: int = 0
     downgraded: int = 0
-    by_entity: dict[str, int] = field(default_factory=dict)
 
 
 class EntityStore:
@@ -161,7 +160,6 @@ class EntityStore:
                 report.instances += counted
                 report.rebuilt += counted if step.action == "rebuild" else 0
                 report.downgraded += counted if step.action == "downgrade" else 0
-                report.by_entity[entity.name] = report.by_entity.get(entity.name, 0) + counted
         return report
 
     def status(

@@ -27,16 +27,6 @@ class Period(StrEnum):
     MONTHLY = "monthly"
 
 
-# The calendar units a date range can count in (`last 30 days`), beside the periods themselves.
-UNIT_OF_PERIOD = {
-    Period.HOURLY: "hours",
-    Period.DAILY: "days",
-    Period.WEEKLY: "weeks",
-    Period.MONTHLY: "months",
-}
-PERIOD_OF_UNIT = {unit: period for period, unit in UNIT_OF_PERIOD.items()}
-
-
 @dataclass(frozen=True)
 class Calendar:
     """The instance boundaries of one period in one time zone (`week_start`: 0 = Monday)."""
