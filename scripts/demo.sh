@@ -15,6 +15,9 @@ step "Ingest the Spark SQL query log (3 days, one statement has a typo)"
 step "Add the ML configs: the religion-score feature, the ranking model's training, its service"
 "$tl" ingest configs "$example/configs"
 
+step "The web front end: a profile-update endpoint with privacy probes, three requests over real HTTP"
+"${VENV:-.venv}/bin/python" examples/dating/web.py --db "$TRACELAKE_DB"
+
 step "Where does safety_training_tbl.target_religion come from? (values only)"
 "$tl" lineage dating.safety_training_tbl#target_religion --up --direct-only
 
@@ -34,15 +37,17 @@ step "The safety training table as it was on 2024-03-10 vs now"
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --as-of 2024-03-10 --format mermaid
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --format mermaid
 
-step "Declare religion on the profile field and spread it to every table that copies or encodes it"
-"$tl" label add dating.user_profile#religion religion
+step "Declare religion on the endpoint's field and spread it to every logger and table that copies or encodes it"
+"$tl" label add web.endpoint/profile.update#religion religion
 "$tl" propagate
 "$tl" label list --label religion
 
-step "A discovery session from religion: the SQL flows are followed; the ML configs name whole tables, so their feature and model wait as candidates"
+step "A discovery session from religion: HIGH flows are followed; the stats logger's LOW guesses and the ML configs (whole tables) wait as candidates"
 started=$("$tl" discover start --label religion)
 echo "$started"
 session=$(grep -o 'discovery-[0-9a-f]*' <<<"$started" | head -n 1)
+"$tl" discover decide "$session" web.logger/dating_preference_stats#count --exclude --reason "a count of partner preferences"
+"$tl" discover decide "$session" web.logger/dating_preference_stats#message --exclude --reason "a fixed message"
 "$tl" discover decide "$session" ai.feature/DATING_USER_RELIGION_SCORE --include --reason "computed from religion"
 "$tl" discover decide "$session" ai.model/dating_ranking_model --include --reason "trained on same_religion"
 "$tl" discover next "$session"

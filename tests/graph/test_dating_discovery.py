@@ -93,3 +93,71 @@ def test_with_the_ml_configs_discovery_reaches_the_feature_the_model_and_the_ser
     assert discovery.next_round(index, session) == ["web.endpoint/ranking.recommend"]
     assert session.stable
     assert set(session.confirmed) == REACHED | {RELIGION, feature, model, "web.endpoint/ranking.recommend"}
+
+
+# ---------------------------------------------------------------- from the web endpoint to the model
+
+ENDPOINT_RELIGION = "web.endpoint/profile.update#religion"
+EVENT_VALUE = "web.logger/dating_profile_log#value"
+FROM_THE_WEB = {
+    EVENT_VALUE,  # EXACT_MATCH
+    "web.logger/dating_audit_log#message",  # CONTAINS
+    "sqlite.table/dating_web.profiles#religion",  # the service's own database
+    "hive.table/raw.web_profile_events#event.value",  # where the event logger's records land
+    f"{D}profile_update_log#new_value",  # the query log's SQL from here on
+    RELIGION,  # COALESCE(u.new_value, p.religion)
+}
+
+
+@pytest.fixture
+def with_the_web(service: Tracelake) -> Tracelake:
+    """The same store, plus the ML configs and the web service's probe flows from real requests."""
+    import requests
+    from examples.dating import web
+
+    from tracelake.collect.probes import ProbeConfig, Probes, StoreShipper
+
+    service.ingest_configs([EXAMPLE / "configs"])
+    probes = Probes(StoreShipper(service.store), ProbeConfig(sample_rate=1.0), landings=web.LANDINGS)
+    with web.serve(web.make_app(probes)) as url, requests.Session() as http:
+        for body in web.SEED_REQUESTS:
+            http.post(f"{url}/profile", json=body, timeout=10).raise_for_status()
+    assert probes.flush()
+    probes.close()
+    return service
+
+
+def test_discovery_from_the_endpoint_reaches_the_loggers_the_warehouse_the_feature_and_the_model(
+    with_the_web: Tracelake,
+) -> None:
+    index = with_the_web.index()
+    session = discovery.start(index, "religion", [ENDPOINT_RELIGION])
+    discovery.next_round(index, session)
+
+    feature, model = "ai.feature/DATING_USER_RELIGION_SCORE", "ai.model/dating_ranking_model"
+    stats = "web.logger/dating_preference_stats"
+    # the third request logged only a count: its LOW flows wait for a person, as do the configs
+    assert session.candidates == sorted([f"{stats}#count", f"{stats}#message", feature, model])
+    assert set(session.confirmed) == {ENDPOINT_RELIGION} | FROM_THE_WEB | REACHED
+    assert session.members["hive.table/raw.web_profile_events#event.value"].via == [EVENT_VALUE]
+
+    discovery.decide(session, f"{stats}#count", False, reason="a count of preferences", by="privacy")
+    discovery.decide(session, f"{stats}#message", False, reason="a fixed message", by="privacy")
+    for candidate in (feature, model):
+        discovery.decide(session, candidate, True, reason="trained on religion", by="privacy")
+    assert discovery.next_round(index, session) == ["web.endpoint/ranking.recommend"]
+    assert session.stable
+    assert set(session.confirmed) == (
+        {ENDPOINT_RELIGION, feature, model, "web.endpoint/ranking.recommend"} | FROM_THE_WEB | REACHED
+    )
+
+
+def test_propagation_from_the_endpoint_labels_the_web_and_warehouse_fields(with_the_web: Tracelake) -> None:
+    labels = LabelStore(with_the_web.store)
+    labels.undeclare(RELIGION, ["religion"])
+    labels.declare(ENDPOINT_RELIGION, ["religion"])
+
+    result = propagate(with_the_web.index(), labels.declared())
+
+    # HIGH column flows only: the LOW stats-log guesses and the table-level configs are not followed
+    assert result.nodes_with("religion") == (FROM_THE_WEB | REACHED)
