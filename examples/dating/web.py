@@ -23,17 +23,14 @@ import argparse
 import logging
 import sqlite3
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import requests
-import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from tracelake.api.server import serve_in_thread
 from tracelake.collect.probe_flows import Landing
 from tracelake.collect.probes import ProbeConfig, Probes, StoreShipper
 
@@ -113,26 +110,6 @@ def _logger(name: str, handler: logging.Handler) -> logging.Logger:
     return logger
 
 
-@contextmanager
-def serve(app: FastAPI, port: int = 0) -> Iterator[str]:
-    """Run `app` under uvicorn on loopback in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the example web service did not start")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-
-
 def main() -> None:
     from tracelake.service import Tracelake
     from tracelake.store import LineageStore
@@ -143,7 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     service = Tracelake(LineageStore(args.db))
     probes = Probes(StoreShipper(service.store), ProbeConfig(sample_rate=args.sample_rate), landings=LANDINGS)
-    with serve(make_app(probes)) as url, requests.Session() as http:
+    with serve_in_thread(make_app(probes)) as url, requests.Session() as http:
         for body in SEED_REQUESTS:
             http.post(f"{url}/profile", json=body, timeout=10).raise_for_status()
     probes.flush()

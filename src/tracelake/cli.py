@@ -430,6 +430,7 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
 
 
 # The privacy commands use the helpers above, so they are registered once those exist.
+from tracelake.cli_api import register as register_api  # noqa: E402
 from tracelake.cli_labels import register as register_labels  # noqa: E402
 from tracelake.cli_privacy import privacy_app  # noqa: E402
 from tracelake.cli_temporal import register as register_temporal  # noqa: E402
@@ -437,6 +438,7 @@ from tracelake.cli_temporal import register as register_temporal  # noqa: E402
 app.add_typer(privacy_app, name="privacy")
 register_temporal(app)
 register_labels(app)
+register_api(app)
 
 
 def main() -> None:  # pragma: no cover - the console script entry point

@@ -24,6 +24,7 @@ from tracelake.model import (
     LineageBatch,
     Problem,
     Signal,
+    Transformation,
     UrnError,
     parse_urn,
     resolve_node,
@@ -68,6 +69,7 @@ class TraversalFilters:
     min_confidence: Confidence | None = None
     signals: frozenset[Signal] | None = None
     asset_kinds: frozenset[str] | None = None
+    transformations: frozenset[Transformation] | None = None
     direct_only: bool = False
 
 
@@ -236,6 +238,13 @@ class Tracelake:
     def problems(self, limit: int = 100) -> list[Problem]:
         return self.store.problems(limit)
 
+    def search(self, text: str, *, node_type: str | None = None, limit: int = 20) -> list[NodeView]:
+        """Nodes whose URN contains `text` (case-insensitive), assets before their fields."""
+        index = self.index()
+        urns = self.store.search_urns(text, node_type=node_type, limit=limit)
+        records = self.store.nodes(urns)
+        return [_node_view(urn, records.get(urn), index, None) for urn in urns if urn in index.positions]
+
 
 def _traverse_kwargs(filters: TraversalFilters) -> dict[str, object]:
     return {
@@ -244,6 +253,7 @@ def _traverse_kwargs(filters: TraversalFilters) -> dict[str, object]:
         "min_confidence": filters.min_confidence,
         "signals": set(filters.signals) if filters.signals else None,
         "asset_kinds": set(filters.asset_kinds) if filters.asset_kinds else None,
+        "transformations": set(filters.transformations) if filters.transformations else None,
         "direct_only": filters.direct_only,
     }
 

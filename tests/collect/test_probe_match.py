@@ -177,7 +177,7 @@ def test_deep_nesting_stops_at_the_depth_limit() -> None:
 def test_matching_stops_at_its_deadline_and_says_so() -> None:
     sources = [Leaf(f"f{i}", f"value-{i}") for i in range(100)]
     sinks = [Leaf("s", "value-1")]
-    matches, cut = match(sources, sinks, deadline_ns=time.perf_counter_ns() - 1)
+    matches, cut = match(sources, sinks, deadline_ns=time.thread_time_ns() - 1)
     assert cut
     assert matches == []
 

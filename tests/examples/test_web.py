@@ -14,6 +14,7 @@ from pathlib import Path
 import requests
 from examples.dating import web
 
+from tracelake.api.server import serve_in_thread
 from tracelake.collect.probes import ProbeConfig, Probes, StoreShipper
 from tracelake.model import Confidence
 from tracelake.store import LineageStore
@@ -25,7 +26,7 @@ def test_the_seeds_table_comes_out_of_real_requests(tmp_path: Path) -> None:
     store = LineageStore(str(tmp_path / "lineage.db"))
     probes = Probes(StoreShipper(store), ProbeConfig(sample_rate=1.0), landings=web.LANDINGS)
     app = web.make_app(probes)
-    with web.serve(app) as url, requests.Session() as http:
+    with serve_in_thread(app) as url, requests.Session() as http:
         for body in web.SEED_REQUESTS:
             assert http.post(f"{url}/profile", json=body, timeout=10).json() == {"status": "ok"}
     assert probes.flush()
@@ -57,7 +58,7 @@ def test_the_seeds_table_comes_out_of_real_requests(tmp_path: Path) -> None:
 def test_a_service_with_probes_at_zero_percent_serves_the_same_answers(tmp_path: Path) -> None:
     probes = Probes(config=ProbeConfig(sample_rate=0.0))
     app = web.make_app(probes)
-    with web.serve(app) as url, requests.Session() as http:
+    with serve_in_thread(app) as url, requests.Session() as http:
         answers = [http.post(f"{url}/profile", json=body, timeout=10).json() for body in web.SEED_REQUESTS]
     assert answers == [{"status": "ok"}] * 3
     assert probes.stats.requests == 3

@@ -115,11 +115,12 @@ def with_the_web(service: Tracelake) -> Tracelake:
     import requests
     from examples.dating import web
 
+    from tracelake.api.server import serve_in_thread
     from tracelake.collect.probes import ProbeConfig, Probes, StoreShipper
 
     service.ingest_configs([EXAMPLE / "configs"])
     probes = Probes(StoreShipper(service.store), ProbeConfig(sample_rate=1.0), landings=web.LANDINGS)
-    with web.serve(web.make_app(probes)) as url, requests.Session() as http:
+    with serve_in_thread(web.make_app(probes)) as url, requests.Session() as http:
         for body in web.SEED_REQUESTS:
             http.post(f"{url}/profile", json=body, timeout=10).raise_for_status()
     assert probes.flush()

@@ -329,3 +329,28 @@ def test_a_re_observation_at_the_same_instant_replaces_that_version(store: Linea
         assert conn.execute(sa.text("SELECT count(*) FROM process_versions")).scalar() == 2
     replaced = [e for e in store.edges(as_of=datetime(2024, 1, 15, tzinfo=UTC)) if e.target == PROFILE]
     assert replaced[0].valid_to == FEB
+
+
+def test_a_run_reported_in_pieces_out_of_order_keeps_what_each_piece_knew(store: LineageStore) -> None:
+    started, ended = datetime(2024, 3, 12, 10, tzinfo=UTC), datetime(2024, 3, 12, 11, tzinfo=UTC)
+    # the COMPLETE arrives first, then a late START that knows only the start time
+    store.ingest(LineageBatch(runs=[Run("run-9", JOB, ended_at=ended, status="COMPLETE")]))
+    store.ingest(
+        LineageBatch(runs=[Run("run-9", JOB, started_at=started, status="RUNNING", job_id="parent")])
+    )
+
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT started_at, ended_at, status, job_id FROM runs WHERE run_id = 'run-9'")
+        ).one()
+    assert (row.status, row.job_id) == ("COMPLETE", "parent")
+    assert row.started_at is not None and row.ended_at is not None
+    assert row.started_at < row.ended_at
+
+
+def test_a_run_that_ends_takes_its_final_status(store: LineageStore) -> None:
+    store.ingest(LineageBatch(runs=[Run("run-8", JOB, started_at=JAN, status="RUNNING")]))
+    store.ingest(LineageBatch(runs=[Run("run-8", JOB, ended_at=FEB, status="FAIL")]))
+    with store.engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM runs WHERE run_id = 'run-8'")).scalar()
+    assert status == "FAIL"

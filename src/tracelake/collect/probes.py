@@ -8,9 +8,11 @@ other's payloads. A sampled fraction of requests capture their payloads — flat
 later mutation does not matter — within a per-request time budget; when the request ends its
 captures go to a background worker, which matches sources against sinks (`probe_flows`) within
 its own budget and ships the accumulated flows as a `LineageBatch`, signal `probe`, every
-`flush_interval` seconds. An unsampled request costs one random draw and a context-variable
-set. A probe never fails the request: any error inside it is counted, logged without values,
-and the request carries on. Values are kept only as keyed fingerprints unless `keep_raw` is set.
+`flush_interval` seconds: into a store in the same process (`StoreShipper`) or over HTTP to a
+Tracelake server (`HttpShipper`). An unsampled request costs one random draw and a
+context-variable set. A probe never fails the request: any error inside it is counted, logged
+without values, and the request carries on. Values are kept only as keyed fingerprints unless
+`keep_raw` is set.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from tracelake.batch_json import batch_to_json
 from tracelake.collect.probe_flows import Capture, FlowSet, Landing, SampledRequest
 from tracelake.collect.probe_match import Limits, flatten
 from tracelake.model import LineageBatch, parse_urn
@@ -44,6 +47,8 @@ KEY_ENV = "TRACELAKE_PROBE_KEY"
 class ProbeConfig:
     sample_rate: float = 0.01
     limits: Limits = field(default_factory=Limits)  # per captured payload
+    # Budgets count the thread's CPU time, not the wall clock: a request waiting for the
+    # interpreter while other threads run has not spent its budget.
     capture_budget_us: float = 500.0  # per request, spent on the request's own thread
     match_budget_ms: float = 5.0  # per request, spent by the background worker
     min_length: int = 3  # shorter values are never matched (they match by chance)
@@ -66,6 +71,24 @@ class StoreShipper:
 
     def ship(self, batch: LineageBatch) -> None:
         self.store.ingest(batch)
+
+
+class HttpShipper:
+    """Ships to a Tracelake server (`POST /api/tracelake/v1/batches`), with a write-scope token
+    when the server requires one. A failed ship raises, so the flows stay for the next one."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
+        import requests
+
+        self.endpoint = url.rstrip("/") + "/api/tracelake/v1/batches"
+        self.timeout = timeout
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def ship(self, batch: LineageBatch) -> None:
+        response = self.session.post(self.endpoint, json=batch_to_json(batch), timeout=self.timeout)
+        response.raise_for_status()
 
 
 @dataclass
@@ -245,7 +268,7 @@ class Probes:
     def _capture(self, request: _Request, asset: str, payload: Any, *, sink: bool) -> None:
         if request.over_budget:
             return
-        started = time.perf_counter_ns()
+        started = time.thread_time_ns()
         try:
             leaves, truncated = flatten(payload, self.config.limits)
             stack = _stack(self.config.stack_depth) if sink else ()
@@ -255,7 +278,7 @@ class Probes:
             self.stats.truncated += truncated
         except Exception as error:  # a probe never fails the request
             self._failed("capture", error)
-        request.spent_ns += time.perf_counter_ns() - started
+        request.spent_ns += time.thread_time_ns() - started
         if request.spent_ns > self._budget_ns:
             request.over_budget = True
             self.stats.over_budget += 1
@@ -301,7 +324,7 @@ class Probes:
             except queue.Empty:
                 item = None
             if isinstance(item, SampledRequest):
-                deadline = time.perf_counter_ns() + int(self.config.match_budget_ms * 1e6)
+                deadline = time.thread_time_ns() + int(self.config.match_budget_ms * 1e6)
                 try:
                     with self._lock:
                         before = self.flows.cut_short

@@ -504,10 +504,12 @@ class LineageStore:
     def _write_runs(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], report: IngestReport
     ) -> None:
-        rows = {}
+        # A run is reported in pieces (OpenLineage's START, then COMPLETE), possibly out of order:
+        # each piece fills what it knows, and a run that has ended keeps its final status.
+        rows: dict[str, dict[str, Any]] = {}
         for batch in batches:
             for run in batch.runs:
-                rows[run.run_id] = {
+                row = {
                     "run_id": run.run_id,
                     "process_id": ids[run.process],
                     "job_id": run.job_id,
@@ -516,12 +518,29 @@ class LineageStore:
                     "ended_at": to_micros(run.ended_at) if run.ended_at else None,
                     "status": run.status,
                 }
+                known = rows.get(run.run_id)
+                if known is not None:
+                    final = known["status"] if known["ended_at"] and not row["ended_at"] else None
+                    row = {k: v if v is not None else known[k] for k, v in row.items()}
+                    row["status"] = final or row["status"]
+                rows[run.run_id] = row
         if not rows:
             return
         stmt = self._insert(s.runs)
+        new, old = stmt.excluded, s.runs.c
         stmt = stmt.on_conflict_do_update(
             index_elements=["run_id"],
-            set_={"ended_at": stmt.excluded.ended_at, "status": stmt.excluded.status},
+            set_={
+                "started_at": sa.func.coalesce(new.started_at, old.started_at),
+                "ended_at": sa.func.coalesce(new.ended_at, old.ended_at),
+                "job_id": sa.func.coalesce(new.job_id, old.job_id),
+                "user_name": sa.func.coalesce(new.user_name, old.user_name),
+                "status": sa.case(
+                    (new.ended_at.is_not(None), sa.func.coalesce(new.status, old.status)),
+                    (old.ended_at.is_(None), sa.func.coalesce(new.status, old.status)),
+                    else_=old.status,
+                ),
+            },
         )
         conn.execute(stmt, list(rows.values()))
         report.runs = len(rows)
@@ -651,6 +670,15 @@ class LineageStore:
             query = query.where(s.nodes.c.node_type == node_type)
         with self.engine.connect() as conn:
             return list(conn.execute(query.order_by(s.nodes.c.urn).limit(limit)).scalars())
+
+    def search_urns(self, text: str, *, node_type: str | None = None, limit: int = 20) -> list[str]:
+        """URNs that contain `text`, ignoring case; shorter (assets before fields) first."""
+        query = sa.select(s.nodes.c.urn).where(s.nodes.c.urn.icontains(text, autoescape=True))
+        if node_type:
+            query = query.where(s.nodes.c.node_type == node_type)
+        order = (sa.func.length(s.nodes.c.urn), s.nodes.c.urn)
+        with self.engine.connect() as conn:
+            return list(conn.execute(query.order_by(*order).limit(limit)).scalars())
 
     def edges(
         self,

@@ -1,0 +1,109 @@
+"""The FastAPI application: settings, token checks, body limits and error shapes, around the
+routers of `marquez` (OpenLineage in, Marquez-shaped lineage out) and `routes` (Tracelake's own).
+
+Routes hold no logic: each parses its parameters, calls `Tracelake` (the CLI's service) and
+returns the view's JSON. Every user mistake is a 4xx with `{"error": …}` and, where it has one,
+the JSON `path` of the problem; an unknown node is a 404 naming near matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from tracelake.api.auth import Scope as TokenScope
+from tracelake.api.auth import Tokens
+from tracelake.batch_json import BatchError
+from tracelake.graph.index import UnknownNodeError
+from tracelake.service import Tracelake
+from tracelake.store.group_commit import GroupCommit
+
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    token_file: Path | None = None  # None: no authentication (the embedded default)
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    policy_dir: Path | None = None  # the only folder policy files are read from
+
+
+class RequestError(ValueError):
+    """A request the API refuses: 400 with the JSON path of the problem when there is one."""
+
+    def __init__(self, message: str, path: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.path = path
+        self.status = status
+
+
+def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
+    from tracelake.api import marquez, routes
+
+    settings = settings or ApiSettings()
+    app = FastAPI(
+        title="Tracelake",
+        description="Privacy-aware data lineage: OpenLineage in, lineage, labels and policies out.",
+        version="0.1.0",
+        max_body_size=settings.max_body_bytes,  # 413 past it, whether or not the length is declared
+    )
+    app.state.service = service
+    app.state.settings = settings
+    app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
+    app.state.commits = GroupCommit(service.store)
+    app.add_exception_handler(UnknownNodeError, _unknown_node)
+    app.add_exception_handler(RequestError, _request_error)
+    app.add_exception_handler(BatchError, _request_error)
+    app.include_router(marquez.router)
+    app.include_router(routes.router)
+    return app
+
+
+def get_service(request: Request) -> Tracelake:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+def get_commits(request: Request) -> GroupCommit:
+    return request.app.state.commits  # type: ignore[no-any-return]
+
+
+def require(scope: TokenScope) -> Callable[[Request], Awaitable[None]]:
+    """A dependency that lets a request through when its bearer token has `scope`."""
+
+    async def check(request: Request) -> None:
+        tokens: Tokens | None = request.app.state.tokens
+        if tokens is None:
+            return
+        kind, _, presented = request.headers.get("authorization", "").partition(" ")
+        token = tokens.find(presented.strip()) if kind.lower() == "bearer" and presented else None
+        if token is None:
+            raise HTTPException(401, "a bearer token is required", {"WWW-Authenticate": "Bearer"})
+        if scope not in token.scopes:
+            raise HTTPException(403, f"the token {token.name!r} has no {scope} scope")
+
+    return check
+
+
+READ = Depends(require("read"))
+WRITE = Depends(require("write"))
+
+
+async def _unknown_node(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, UnknownNodeError)
+    return JSONResponse(
+        {"error": str(error), "node": error.urn, "candidates": list(error.suggestions)},
+        status_code=404,
+    )
+
+
+async def _request_error(request: Request, error: Exception) -> JSONResponse:
+    body: dict[str, Any] = {"error": str(getattr(error, "reason", None) or error)}
+    path = getattr(error, "path", None)
+    if path:
+        body["path"] = path
+    return JSONResponse(body, status_code=getattr(error, "status", 400))

@@ -1,0 +1,157 @@
+"""Tracelake's own HTTP API under `/api/tracelake/v1`: the CLI's questions over HTTP.
+
+Lineage, impact and paths take many start nodes per call (`?node=a&node=b`, or a JSON body on
+POST) and the same filters as the CLI: confidence, signal, transformation type, asset kind,
+as-of time, depth, values only. Node names are resolved as the CLI resolves them (`db.table`,
+`table#column` or a full URN). Collectors in other processes post whole `LineageBatch`es.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
+from tracelake.batch_json import batch_from_json
+from tracelake.model import Confidence, Signal, Transformation
+from tracelake.service import Tracelake, TraversalFilters
+from tracelake.store.group_commit import GroupCommit
+
+router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"])
+Service = Annotated[Tracelake, Depends(get_service)]
+Commits = Annotated[GroupCommit, Depends(get_commits)]
+Direction = Literal["upstream", "downstream", "both"]
+
+
+class Filters(BaseModel):
+    """The traversal knobs, shared by lineage and impact (query string or JSON body)."""
+
+    depth: int | None = Field(None, ge=0, le=1000)
+    as_of: datetime | None = None
+    min_confidence: Confidence | None = None
+    signal: list[Signal] = []
+    transformation: list[Transformation] = []
+    kind: list[str] = Field([], description="asset kinds, e.g. hive.table")
+    direct_only: bool = False
+
+    def traversal(self) -> TraversalFilters:
+        return TraversalFilters(
+            depth=self.depth,
+            as_of=self.as_of,
+            min_confidence=self.min_confidence,
+            signals=frozenset(self.signal) or None,
+            transformations=frozenset(self.transformation) or None,
+            asset_kinds=frozenset(self.kind) or None,
+            direct_only=self.direct_only,
+        )
+
+
+class LineageQuery(Filters):
+    node: list[str] = Field(..., min_length=1, max_length=1000)
+    direction: Direction = "both"
+
+
+QueryFilters = Annotated[Filters, Query()]
+
+
+@router.get("/lineage", dependencies=[READ])
+def lineage(
+    service: Service,
+    filters: QueryFilters,
+    node: Annotated[list[str], Query(min_length=1, max_length=1000)],
+    direction: Direction = "both",
+) -> dict[str, Any]:
+    """Upstream, downstream or both of one or many nodes."""
+    return service.lineage(node, direction, filters.traversal()).to_json()
+
+
+@router.post("/lineage", dependencies=[READ])
+def lineage_many(service: Service, query: LineageQuery) -> dict[str, Any]:
+    """The same as GET, for start lists too long for a URL."""
+    return service.lineage(query.node, query.direction, query.traversal()).to_json()
+
+
+@router.get("/impact", dependencies=[READ])
+def impact(
+    service: Service, filters: QueryFilters, node: Annotated[list[str], Query(min_length=1)]
+) -> list[dict[str, Any]]:
+    """Downstream assets of the nodes, nearest first, with owners: who a change affects."""
+    return [view.to_json() for view in service.impact(node, filters.traversal())]
+
+
+@router.get("/paths", dependencies=[READ])
+def paths(
+    service: Service,
+    filters: QueryFilters,
+    source: str,
+    target: str,
+    max_depth: Annotated[int, Query(ge=1, le=50)] = 10,
+) -> list[list[dict[str, Any]]]:
+    """Every flow path from `source` to `target`."""
+    found = service.paths(source, target, max_depth=max_depth, filters=filters.traversal())
+    return [[edge.to_json() for edge in path] for path in found]
+
+
+@router.get("/nodes/{name:path}", dependencies=[READ])
+def node(service: Service, name: str) -> dict[str, Any]:
+    """One node: its properties, fields, and the edges into and out of it now."""
+    details = service.show(name)
+    record = details.node
+    return {
+        "id": record.urn,
+        "kind": record.node_type,
+        "type": record.kind,
+        "owner": record.owner,
+        "layer": record.layer,
+        "security_level": record.security_level,
+        "labels": list(record.labels),
+        "description": record.description,
+        "properties": record.properties,
+        "fields": [{"id": f.urn, "data_type": f.data_type, "labels": list(f.labels)} for f in details.fields],
+        "inputs": [edge.to_json() for edge in details.inputs],
+        "outputs": [edge.to_json() for edge in details.outputs],
+    }
+
+
+@router.get("/search", dependencies=[READ])
+def search(
+    service: Service,
+    q: Annotated[str, Query(min_length=1, max_length=500)],
+    node_type: Literal["asset", "field", "process"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 20,
+) -> list[dict[str, Any]]:
+    """Nodes whose URN contains `q`, shortest first."""
+    return [view.to_json() for view in service.search(q, node_type=node_type, limit=limit)]
+
+
+@router.get("/diff", dependencies=[READ])
+def diff(service: Service, since: datetime, until: datetime | None = None) -> dict[str, Any]:
+    """Edges added and removed between two moments."""
+    changes = service.diff(since, until or datetime.now(since.tzinfo))
+    return {
+        "since": changes.since.isoformat(),
+        "until": changes.until.isoformat(),
+        "added": [e.to_json() for e in changes.added],
+        "removed": [e.to_json() for e in changes.removed],
+    }
+
+
+@router.get("/problems", dependencies=[READ])
+def problems(service: Service, limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> list[dict[str, str]]:
+    """Bad input the collectors recorded (unparseable SQL, malformed events), newest first."""
+    return [dataclasses.asdict(problem) for problem in service.problems(limit)]
+
+
+@router.post("/batches", dependencies=[WRITE], status_code=201)
+async def ingest_batch(commits: Commits, document: Annotated[dict[str, Any], Body()]) -> dict[str, int]:
+    """Ingest one `LineageBatch` (`tracelake.batch_json`), all or nothing."""
+    batch = batch_from_json(document)
+    if not batch.edges and not batch.assets and not batch.fields and not batch.processes:
+        raise RequestError("the batch is empty", "$")
+    await run_in_threadpool(commits.ingest, [batch])
+    return {"edges": len(batch.edges), "processes": len(batch.processes), "problems": len(batch.problems)}
