@@ -27,6 +27,7 @@ from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
 from tracelake.model import DEFAULT_SYSTEM, Confidence, Signal
+from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.store import LineageStore
 from tracelake.views import EdgeView, GraphView
@@ -64,7 +65,14 @@ def friendly_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except (UserError, UnknownNodeError, UnknownDialectError, SchemaFileError, FileNotFoundError) as exc:
+        except (
+            UserError,
+            UnknownNodeError,
+            UnknownDialectError,
+            SchemaFileError,
+            FileNotFoundError,
+            ReviewError,
+        ) as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)
             raise typer.Exit(2) from None
         except sa.exc.OperationalError as exc:

@@ -1,8 +1,8 @@
 """The privacy engineer's commands: `label`, `propagate`, `discover`, `check` and `hot`.
 
-A thin typer layer over `tracelake.store.labels.LabelStore` and the analyses of
-`tracelake.graph` (propagate, discovery, policy, hotness): declare labels, spread them, review
-their flows in sessions, check policies against the graph, and rank assets by reliance.
+A thin typer layer over `tracelake.review.Review` (labels, propagation, discovery sessions,
+policies, hotness): declare labels, spread them, review their flows in sessions, check policies
+against the graph, and rank assets by reliance.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import getpass
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -19,12 +19,10 @@ from rich.table import Table
 from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
 from tracelake.graph import discovery
 from tracelake.graph.discovery import Session
-from tracelake.graph.hotness import hotness
-from tracelake.graph.policy import check, load_policies
-from tracelake.graph.propagate import CARRYING, PropagationRules, propagate
+from tracelake.graph.policy import load_policies
+from tracelake.graph.propagate import CARRYING, PropagationRules
 from tracelake.model import Confidence, Transformation
-from tracelake.store.facts import asset_facts
-from tracelake.store.labels import LabelStore
+from tracelake.review import Review
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
 
@@ -37,9 +35,7 @@ def add_command(
     db: DbOption = None,
 ) -> None:
     """Declare labels on a node."""
-    service = open_service(db)
-    [urn] = service.resolve([node])
-    held = LabelStore(service.store).declare(urn, labels)
+    urn, held = _review(db).declare(node, labels)
     out.print(f"{urn}: {', '.join(held)}", highlight=False)
 
 
@@ -51,9 +47,7 @@ def remove_command(
     db: DbOption = None,
 ) -> None:
     """Take declared labels off a node."""
-    service = open_service(db)
-    [urn] = service.resolve([node])
-    held = LabelStore(service.store).undeclare(urn, labels)
+    urn, held = _review(db).undeclare(node, labels)
     out.print(f"{urn}: {', '.join(held) or 'no declared label'}", highlight=False)
 
 
@@ -65,9 +59,7 @@ def list_command(
     db: DbOption = None,
 ) -> None:
     """Declared and inferred labels, with where each inferred one came from."""
-    service = open_service(db)
-    urn = service.resolve([node])[0] if node else None
-    found = LabelStore(service.store).assignments(urn=urn, label=label)
+    found = _review(db).assignments(node=node, label=label)
     table = Table(title="labels")
     for column in ("label", "node", "provenance", "from", "hops"):
         table.add_column(column, overflow="fold")
@@ -99,16 +91,6 @@ def propagate_command(
     """Spread declared labels downstream and store what they reach, with the path of each."""
     if max_depth is not None and max_depth < 1:
         raise UserError("--max-depth must be at least 1")
-    service = open_service(db)
-    labels = LabelStore(service.store)
-    wanted = set(label or ())
-    declared = {
-        urn: [name for name in names if not wanted or name in wanted]
-        for urn, names in labels.declared().items()
-    }
-    declared = {urn: names for urn, names in declared.items() if names}
-    if not declared:
-        raise UserError("no declared label to propagate: declare some with `tracelake label add NODE LABEL`")
     rules = PropagationRules(
         min_confidence=min_confidence,
         transformations=frozenset(carry) if carry else CARRYING,
@@ -116,8 +98,8 @@ def propagate_command(
         stop_zones=tuple(stop_zone or ()),
         max_depth=max_depth,
     )
-    result = propagate(service.index(), declared, rules)
-    changes = labels.save_inferred(result, actor=getpass.getuser())
+    outcome = _review(db).propagate(rules, only=set(label or ()), actor=getpass.getuser())
+    result, changes, declared = outcome.result, outcome.changes, outcome.declared
     table = Table(title="propagation")
     for column in ("label", "declared on", "inferred on"):
         table.add_column(column)
@@ -150,9 +132,8 @@ def _print_session(session: Session, new: list[str] | None = None) -> None:
         out.print(f"{len(session.candidates)} candidate(s) to decide; {then}", highlight=False)
 
 
-def _session_store(db: str | None) -> tuple[Any, LabelStore]:
-    service = open_service(db)
-    return service, LabelStore(service.store)
+def _review(db: str | None) -> Review:
+    return Review(open_service(db))
 
 
 @discover_app.command("start")
@@ -168,28 +149,16 @@ def discover_start(
     db: DbOption = None,
 ) -> None:
     """Start a session and run its first round."""
-    service, labels = _session_store(db)
-    declaring = [urn for urn, names in labels.declared().items() if label in names]
-    sources = service.resolve(source) if source else declaring
-    index = service.index()
-    try:
-        session = discovery.start(index, label, sources, threshold=threshold)
-    except discovery.DiscoveryError as error:
-        raise UserError(str(error)) from None
-    new = discovery.next_round(index, session)
-    labels.save_session(session, actor=getpass.getuser())
-    _print_session(session, new)
+    started = _review(db).start(label, source, threshold=threshold, actor=getpass.getuser())
+    _print_session(started.session, started.new)
 
 
 @discover_app.command("next")
 @friendly_errors
 def discover_next(session_id: SessionArgument, db: DbOption = None) -> None:
     """Run the next round from the candidates included since the last one."""
-    service, labels = _session_store(db)
-    session = _load(labels, session_id)
-    new = discovery.next_round(service.index(), session)
-    labels.save_session(session, actor=getpass.getuser())
-    _print_session(session, new)
+    done = _review(db).next_round(session_id, actor=getpass.getuser())
+    _print_session(done.session, done.new)
 
 
 @discover_app.command("decide")
@@ -202,15 +171,7 @@ def discover_decide(
     db: DbOption = None,
 ) -> None:
     """Include or exclude a node; an exclusion takes out what was reached only through it."""
-    service, labels = _session_store(db)
-    session = _load(labels, session_id)
-    [urn] = service.resolve([node])
-    who = getpass.getuser()
-    try:
-        gone = discovery.decide(session, urn, include, reason=reason, by=who)
-    except discovery.DiscoveryError as error:
-        raise UserError(str(error)) from None
-    labels.save_session(session, actor=who)
+    urn, gone = _review(db).decide(session_id, node, include, reason=reason, actor=getpass.getuser())
     verb = "included" if include else "excluded"
     out.print(f"{urn} {verb}" + (f"; also excluded: {', '.join(gone)}" if gone else ""), highlight=False)
 
@@ -229,11 +190,8 @@ def discover_rule(
     db: DbOption = None,
 ) -> None:
     """Decide the candidates a heuristic rule covers (exclusions cascade); the rest wait."""
-    service, labels = _session_store(db)
-    session = _load(labels, session_id)
     rule = discovery.DecisionRule(frozenset(include_kind or ()), tuple(exclude_zone or ()), name)
-    decided = discovery.apply_rule(service.index(), session, rule)
-    labels.save_session(session, actor=getpass.getuser())
+    session, decided = _review(db).apply_rule(session_id, rule, actor=getpass.getuser())
     out.print(
         f"included {len(decided['included'])}, excluded {len(decided['excluded'])}; "
         f"{len(session.candidates)} candidate(s) left",
@@ -245,8 +203,7 @@ def discover_rule(
 @friendly_errors
 def discover_show(session_id: SessionArgument, db: DbOption = None) -> None:
     """A session's nodes, states, flows and decisions."""
-    _, labels = _session_store(db)
-    _print_session(_load(labels, session_id))
+    _print_session(_review(db).session(session_id))
 
 
 @discover_app.command("export")
@@ -259,32 +216,8 @@ def discover_export(
     db: DbOption = None,
 ) -> None:
     """The confirmed set and the flows that justify it, as JSON."""
-    _, labels = _session_store(db)
-    session = _load(labels, session_id)
-    if confirm:
-        if not session.stable:
-            raise UserError(f"{session_id} is not stable yet: decide its candidates and run the next round")
-        labels.confirm(session, actor=getpass.getuser())
-    document = {
-        "session": session.id,
-        "label": session.label,
-        "stable": session.stable,
-        "confirmed": session.confirmed,
-        "flows": [list(pair) for pair in discovery.flows(session)],
-        "decisions": {
-            urn: {"state": m.state, "reason": m.reason, "by": m.decided_by}
-            for urn, m in session.members.items()
-            if m.decided_by
-        },
-    }
+    document = _review(db).export(session_id, confirm=confirm, actor=getpass.getuser())
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
-
-
-def _load(labels: LabelStore, session_id: str) -> Session:
-    try:
-        return labels.load_session(session_id)
-    except discovery.DiscoveryError as error:
-        raise UserError(str(error)) from None
 
 
 def check_command(
@@ -298,10 +231,7 @@ def check_command(
     loaded, problems = load_policies(policies)
     if problems:
         raise UserError("; ".join(str(problem) for problem in problems))
-    service = open_service(db)
-    violations = check(
-        service.index(), loaded, asset_facts(service.store), LabelStore(service.store).declared()
-    )
+    violations = _review(db).check(loaded)
     if output == "json":
         document = [{**vars(v), "path": list(v.path)} for v in violations]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
@@ -323,11 +253,11 @@ def hot_command(
     db: DbOption = None,
 ) -> None:
     """The hottest assets: PageRank over what depends on what (the most relied-upon first)."""
-    ranked = hotness(open_service(db).index())
+    ranked = _review(db).hottest(limit)
     table = Table(title="hottest assets")
     for column in ("#", "asset", "score"):
         table.add_column(column)
-    for number, (urn, score) in enumerate(ranked[:limit], 1):
+    for number, (urn, score) in enumerate(ranked, 1):
         table.add_row(str(number), urn, f"{score:.4f}")
     out.print(table)
 

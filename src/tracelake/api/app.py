@@ -20,6 +20,7 @@ from tracelake.api.auth import Scope as TokenScope
 from tracelake.api.auth import Tokens
 from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
+from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
 from tracelake.store.group_commit import GroupCommit
 
@@ -43,7 +44,7 @@ class RequestError(ValueError):
 
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
-    from tracelake.api import marquez, routes
+    from tracelake.api import marquez, routes, routes_review
 
     settings = settings or ApiSettings()
     app = FastAPI(
@@ -59,8 +60,10 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.add_exception_handler(UnknownNodeError, _unknown_node)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(BatchError, _request_error)
+    app.add_exception_handler(ReviewError, _review_error)
     app.include_router(marquez.router)
     app.include_router(routes.router)
+    app.include_router(routes_review.router)
     return app
 
 
@@ -85,8 +88,14 @@ def require(scope: TokenScope) -> Callable[[Request], Awaitable[None]]:
             raise HTTPException(401, "a bearer token is required", {"WWW-Authenticate": "Bearer"})
         if scope not in token.scopes:
             raise HTTPException(403, f"the token {token.name!r} has no {scope} scope")
+        request.state.actor = token.name
 
     return check
+
+
+def actor_of(request: Request) -> str:
+    """Who a change is recorded under: the token's name, or `api` without tokens."""
+    return getattr(request.state, "actor", "api")
 
 
 READ = Depends(require("read"))
@@ -99,6 +108,11 @@ async def _unknown_node(request: Request, error: Exception) -> JSONResponse:
         {"error": str(error), "node": error.urn, "candidates": list(error.suggestions)},
         status_code=404,
     )
+
+
+async def _review_error(request: Request, error: Exception) -> JSONResponse:
+    status = 404 if isinstance(error, UnknownSession) else 409 if isinstance(error, NotStable) else 400
+    return JSONResponse({"error": str(error)}, status_code=status)
 
 
 async def _request_error(request: Request, error: Exception) -> JSONResponse:

@@ -59,9 +59,13 @@ class Violation:
 
 def load_policies(path: Path) -> tuple[list[Policy], list[Problem]]:
     """Policies from a YAML file; every malformed entry is a problem, the rest load."""
-    source = str(path)
+    return parse_policies(path.read_text(encoding="utf-8"), str(path))
+
+
+def parse_policies(text: str, source: str) -> tuple[list[Policy], list[Problem]]:
+    """Policies from YAML text (`source` names it in problems)."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         return [], [Problem(source, f"not valid YAML: {error}")]
     entries = document.get("policies") if isinstance(document, dict) else document
