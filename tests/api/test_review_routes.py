@@ -113,7 +113,8 @@ def test_posted_policies_are_checked_and_malformed_ones_refused(url: str) -> Non
     call("POST", url, f"{API}/labels", json={"node": RELIGION, "labels": ["religion"]})
     text = (
         "policies:\n"
-        "  - name: no-religion-in-safety\n    kind: purpose\n    label: religion\n    zone: hive.table/dating.safety_\n"
+        "  - name: no-religion-in-safety\n    kind: purpose\n    label: religion\n"
+        "    zone: hive.table/dating.safety_\n"
     )
     found = call("POST", url, f"{API}/policies/check", data=text, headers={"Content-Type": "text/yaml"})
     # the zone prefix covers the safety log and both training tables, and religion reaches all three
