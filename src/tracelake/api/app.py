@@ -8,7 +8,8 @@ the JSON `path` of the problem; an unknown node is a 404 naming near matches.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tracelake.graph.index import UnknownNodeError
 from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
 from tracelake.store.group_commit import GroupCommit
+from tracelake.subscriptions import Background
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
@@ -32,6 +34,8 @@ class ApiSettings:
     token_file: Path | None = None  # None: no authentication (the embedded default)
     max_body_bytes: int = DEFAULT_MAX_BODY
     policy_dir: Path | None = None  # the only folder policy files are read from
+    subscription_interval: float | None = 0.5  # seconds between subscription checks; None: off
+    webhook_backoff: float = 1.0  # seconds before a failed webhook's first retry (then doubled)
 
 
 class RequestError(ValueError):
@@ -44,10 +48,22 @@ class RequestError(ValueError):
 
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
-    from tracelake.api import marquez, routes, routes_review
+    from tracelake.api import marquez, routes, routes_review, routes_subscriptions
 
     settings = settings or ApiSettings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        background = None
+        if settings.subscription_interval:
+            background = Background(service, settings.subscription_interval, settings.webhook_backoff)
+            background.start()
+        yield
+        if background is not None:
+            background.stop()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Tracelake",
         description="Privacy-aware data lineage: OpenLineage in, lineage, labels and policies out.",
         version="0.1.0",
@@ -64,6 +80,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.include_router(marquez.router)
     app.include_router(routes.router)
     app.include_router(routes_review.router)
+    app.include_router(routes_subscriptions.router)
     return app
 
 

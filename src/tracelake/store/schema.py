@@ -228,6 +228,47 @@ discovery_sessions = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
 
+# Subscriptions to the upstream or downstream closure of a node, the changes found in it (the
+# event log, numbered by `seq`), and every webhook delivery attempt.
+subscriptions = sa.Table(
+    "subscriptions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("node", sa.String(2000), nullable=False),
+    sa.Column("direction", sa.String(16), nullable=False),  # upstream | downstream
+    sa.Column("depth", sa.Integer),
+    sa.Column("webhook_url", sa.String(2000)),
+    sa.Column("secret", sa.String(200)),  # signs webhook bodies (HMAC-SHA256)
+    sa.Column("closure", sa.JSON, nullable=False),  # {"nodes": [...], "edges": [[s, t], ...]}
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+subscription_events = sa.Table(
+    "subscription_events",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("subscription_id", sa.String(64), nullable=False, index=True),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("graph_version", sa.BigInteger, nullable=False),
+    sa.Column("change", sa.JSON, nullable=False),  # added/removed nodes and edges
+    # webhook delivery: pending → delivered, or failed after the last attempt
+    sa.Column("delivery", sa.String(16), nullable=False),  # pending | delivered | failed | none
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", sa.BigInteger),
+)
+
+subscription_deliveries = sa.Table(
+    "subscription_deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("seq", sa.Integer, nullable=False, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("status_code", sa.Integer),
+    sa.Column("error", sa.String(2000)),
+)
+
 MICROS = 1_000_000
 
 
