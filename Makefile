@@ -33,6 +33,7 @@ bench:
 	$(BIN)/python bench/privacy_search.py
 	$(BIN)/python bench/taint_plan.py
 	$(BIN)/python bench/discovery.py
+	$(BIN)/python bench/probes.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache
