@@ -64,3 +64,30 @@ def test_a_service_with_probes_at_zero_percent_serves_the_same_answers(tmp_path:
     assert probes.stats.requests == 3
     assert probes.stats.captures == 0
     assert len(app.state.events) == 5
+
+
+def test_concurrent_requests_on_the_server_never_mix_their_payloads(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    probes = Probes(config=ProbeConfig(sample_rate=1.0, capture_budget_us=1e6, match_budget_ms=1e3))
+    app = web.make_app(probes)
+    bodies = [{"user_id": 5000 + i, "religion": f"religion-{i:03d}"} for i in range(40)]
+    with serve_in_thread(app) as url, ThreadPoolExecutor(8) as pool:
+
+        def post(body: dict[str, object]) -> int:
+            with requests.Session() as http:
+                return http.post(f"{url}/profile", json=body, timeout=10).status_code
+
+        assert list(pool.map(post, bodies)) == [200] * 40
+    assert probes.flush()
+    probes.close()
+
+    flows = probes.flows.handlers["profile.update"]
+    assert flows.requests == 40
+    # each request found its own values in its own sinks: had two requests' captures mixed,
+    # a religion would have met a sink without it and left a NO_MATCH guess
+    religion = f"{E}#religion"
+    assert flows.matched[(religion, f"{web.EVENT_LOG}#value")].samples == 40
+    assert flows.matched[(religion, f"{web.AUDIT_LOG}#message")].samples == 40
+    assert flows.matched[(religion, f"{web.PROFILES}#religion")].samples == 40
+    assert [key for key in flows.unmatched if key[0] == religion] == []
