@@ -56,6 +56,9 @@ session=$(grep -o 'discovery-[0-9a-f]*' <<<"$started" | head -n 1)
 step "Policies: religion must stay out of ads (exit 1: the ads segment job encodes it)"
 "$tl" check "$example/policies.yml" || echo "(tracelake check exited $?: a CI gate would fail here)"
 
+step "The HTTP API: an OpenLineage producer configured for Marquez, a subscription, Marquez-shaped lineage"
+"${VENV:-.venv}/bin/python" examples/dating/api_tour.py --db "$TRACELAKE_DB"
+
 step "The most relied-upon tables"
 "$tl" hot --limit 5
 
