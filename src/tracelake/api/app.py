@@ -48,7 +48,7 @@ class RequestError(ValueError):
 
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
-    from tracelake.api import marquez, routes, routes_review, routes_subscriptions
+    from tracelake.api import marquez, routes, routes_review, routes_subscriptions, ui
 
     settings = settings or ApiSettings()
 
@@ -81,6 +81,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.include_router(routes.router)
     app.include_router(routes_review.router)
     app.include_router(routes_subscriptions.router)
+    ui.mount_ui(app)
     return app
 
 
