@@ -30,6 +30,7 @@ from tracelake.model import DEFAULT_SYSTEM, Confidence, Signal
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.store import LineageStore
+from tracelake.temporal.operations import EntityError
 from tracelake.views import EdgeView, GraphView
 
 app = typer.Typer(
@@ -72,6 +73,7 @@ def friendly_errors(command: F) -> F:
             SchemaFileError,
             FileNotFoundError,
             ReviewError,
+            EntityError,
         ) as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)
             raise typer.Exit(2) from None

@@ -30,6 +30,9 @@ def serve_command(
         Path | None, typer.Option(help="The folder policy files may be checked from over HTTP")
     ] = None,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body accepted")] = 16.0,
+    lake: Annotated[
+        list[Path] | None, typer.Option(help="A folder privacy requests may name datasets in (repeatable)")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
@@ -39,7 +42,10 @@ def serve_command(
     if tokens is not None and not tokens.is_file():
         raise UserError(f"{tokens}: no such token file (make one with `tracelake token add`)")
     settings = ApiSettings(
-        token_file=tokens, max_body_bytes=int(max_body_mb * 1024 * 1024), policy_dir=policy_dir
+        token_file=tokens,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        policy_dir=policy_dir,
+        lake_roots=tuple(lake or ()),
     )
     try:
         app = create_app(open_service(db), settings)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import json
 import sys
-import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -26,8 +25,8 @@ from tracelake.temporal.airflow import AirflowClient, AirflowError, apply_to_air
 from tracelake.temporal.entities import Entity
 from tracelake.temporal.instances import EntityStore, InstanceStatus
 from tracelake.temporal.lineage_link import link_lineage
-from tracelake.temporal.periods import parse_moment
-from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError
+from tracelake.temporal.operations import EntityOperations, entity_of, moment
+from tracelake.temporal.planner import EntityGraph, TaintPlan
 
 entities_app = typer.Typer(help="Time-partitioned entity definitions.", no_args_is_help=True)
 
@@ -67,25 +66,11 @@ def open_entities(db: str | None) -> EntityStore:
 
 
 def _graph(entities: EntityStore) -> EntityGraph:
-    graph = entities.graph()
-    if not graph.entities:
-        raise UserError("no entity definitions in the store: load some with `tracelake entities load PATH`")
-    return graph
+    return EntityOperations(entities.store).graph()
 
 
-def _entity(graph: EntityGraph, name: str) -> Entity:
-    if name not in graph.entities:
-        raise UserError(f"unknown entity {name!r} (known: {', '.join(sorted(graph.entities)[:10])}…)")
-    return graph.entities[name]
-
-
-def _moment(text: str, tz: ZoneInfo, option: str) -> int:
-    """An ISO date or time as epoch seconds; without an offset, local to `tz` (a date: its midnight)."""
-    try:
-        return parse_moment(text, tz)
-    except ValueError:
-        example = "e.g. 2024-03-10 or 2024-03-10T05:00"
-        raise UserError(f"{option} {text!r} is not an ISO date or time ({example})") from None
+_entity = entity_of
+_moment = moment
 
 
 @entities_app.command("load")
@@ -156,11 +141,9 @@ def status_command(
     db: DbOption = None,
 ) -> None:
     """The status of an entity's instances: states held, valid or tainted, who, when and why."""
-    entities = open_entities(db)
-    subject = _entity(_graph(entities), entity)
-    lo = _moment(start, subject.tz, "--from") if start else None
-    hi = _moment(end, subject.tz, "--to") if end else None
-    rows = entities.status(entity, lo=lo, hi=hi, at=parse_time(at, "--at"))
+    subject, rows = EntityOperations(LineageStore(db)).status(
+        entity, start=start, end=end, at=parse_time(at, "--at")
+    )
     if not rows:
         out.print(f"no instance of {entity} on record" + (f" at {at}" if at else ""), highlight=False)
         return
@@ -252,31 +235,26 @@ def taint_command(
     db: DbOption = None,
 ) -> None:
     """Plan what to rebuild downstream of wrong data; a dry run unless --apply."""
-    entities = open_entities(db)
-    graph = _graph(entities)
-    subject = _entity(graph, entity)
-    lo, hi = _moment(start, subject.tz, "--from"), _moment(end, subject.tz, "--to")
-    if hi <= lo:
-        raise UserError(f"--to {end} is not after --from {start}")
-    horizon = parse_time(until, "--until")
-    try:
-        plan = graph.plan(entity, lo, hi, until=int(horizon.timestamp()) if horizon else int(time.time()))
-    except UnknownEntityError as error:
-        raise UserError(str(error)) from None
+    who = actor or getpass.getuser()
+    operations = EntityOperations(LineageStore(db))
+    taint = operations.taint(
+        entity, start, end, reason=reason, until=parse_time(until, "--until"), apply=apply, actor=who
+    )
+    plan = taint.plan
     if output is PlanFormat.json:
         sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
     else:
         _print_plan(plan, reason)
-    if not apply:
+    if taint.applied is None:
         if output is PlanFormat.table:
             err.print("dry run: nothing changed (add --apply to mark the instances)", highlight=False)
         return
-    who = actor or getpass.getuser()
-    report = entities.apply(plan, reason=reason, actor=who, graph=graph)
+    report = taint.applied
     err.print(
         f"applied: {report.rebuilt} instance(s) marked for rebuild, {report.downgraded} downgraded",
         highlight=False,
     )
+    entities, graph = operations.entities, operations.graph()
     client = airflow_client(airflow_url, airflow_token, airflow_user, airflow_password)
     if client is None:
         err.print("no Airflow configured (--airflow-url): no task cleared", highlight=False)

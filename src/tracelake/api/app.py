@@ -25,6 +25,7 @@ from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
 from tracelake.store.group_commit import GroupCommit
 from tracelake.subscriptions import Background
+from tracelake.temporal.operations import EntityError
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
@@ -36,6 +37,7 @@ class ApiSettings:
     policy_dir: Path | None = None  # the only folder policy files are read from
     subscription_interval: float | None = 0.5  # seconds between subscription checks; None: off
     webhook_backoff: float = 1.0  # seconds before a failed webhook's first retry (then doubled)
+    lake_roots: tuple[Path, ...] = ()  # the only folders a privacy request may name datasets in
 
 
 class RequestError(ValueError):
@@ -48,7 +50,7 @@ class RequestError(ValueError):
 
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
-    from tracelake.api import marquez, routes, routes_review, routes_subscriptions, ui
+    from tracelake.api import marquez, routes, routes_operations, routes_review, routes_subscriptions, ui
 
     settings = settings or ApiSettings()
 
@@ -77,10 +79,12 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(BatchError, _request_error)
     app.add_exception_handler(ReviewError, _review_error)
+    app.add_exception_handler(EntityError, _request_error)
     app.include_router(marquez.router)
     app.include_router(routes.router)
     app.include_router(routes_review.router)
     app.include_router(routes_subscriptions.router)
+    app.include_router(routes_operations.router)
     ui.mount_ui(app)
     return app
 

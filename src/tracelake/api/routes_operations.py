@@ -1,0 +1,159 @@
+"""Operations over HTTP under `/api/tracelake/v1`: time-partitioned entities (status, taint
+plans, applying them) and privacy requests (submit, status, audit trail).
+
+These routes call what the CLI's commands call (`temporal.operations.EntityOperations`,
+`privacy.queue.RequestQueue`). A privacy request is only queued here; `tracelake privacy run`
+(on Spark) carries it out. Its user ids are never returned: a request shows their count and
+fingerprint. A request may name datasets only inside the lake folders the server was started
+with (`--lake`); without them, it covers every privacy target. Airflow tasks are cleared by the
+CLI (`tracelake taint --apply --airflow-url …`), which holds Airflow's credentials; the API
+marks the status table only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
+
+from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.privacy.queue import PrivacyRequest, RequestQueue
+from tracelake.privacy.search import RequestError as PrivacyRequestError
+from tracelake.service import Tracelake
+from tracelake.temporal.operations import EntityOperations
+
+router = APIRouter(prefix="/api/tracelake/v1", tags=["entities and privacy requests"])
+Service = Annotated[Tracelake, Depends(get_service)]
+Actor = Annotated[str, Depends(actor_of)]
+
+
+class TaintRequest(BaseModel):
+    start: str = Field(..., alias="from", description="start of the wrong data (ISO; local to the entity)")
+    end: str = Field(..., alias="to", description="end of the wrong data, exclusive")
+    reason: str = Field(..., min_length=1)
+    until: datetime | None = None
+    apply: bool = False
+
+
+class Submission(BaseModel):
+    kind: Literal["access", "delete"]
+    ids: list[str] = Field(..., min_length=1, max_length=100_000)
+    datasets: list[str] = []
+
+
+# ---------------------------------------------------------------- entities
+
+
+@router.get("/entities", dependencies=[READ])
+def entities(service: Service) -> list[dict[str, Any]]:
+    graph = EntityOperations(service.store).graph()
+    return [graph.entities[name].to_dict() for name in graph.order]
+
+
+@router.get("/entities/{name}/status", dependencies=[READ])
+def status(
+    service: Service,
+    name: str,
+    start: Annotated[str | None, Query(alias="from")] = None,
+    end: Annotated[str | None, Query(alias="to")] = None,
+    at: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Instances starting in [from, to): states, valid or tainted, why, by whom, when."""
+    entity, rows = EntityOperations(service.store).status(name, start=start, end=end, at=at)
+    return [
+        {
+            "instance": entity.label(row.start),
+            "start": row.start,
+            "end": row.end,
+            "states": list(row.states),
+            "valid": row.valid,
+            "reason": row.reason,
+            "actor": row.actor,
+            "changed_at": row.changed_at.isoformat(),
+            "run_id": row.run_id,
+        }
+        for row in rows
+    ]
+
+
+@router.post("/entities/{name}/taint", dependencies=[WRITE])
+def taint(service: Service, actor: Actor, name: str, body: TaintRequest) -> dict[str, Any]:
+    """Every downstream instance to rebuild (or downgrade) after wrong data in [from, to);
+    `apply` marks them in the status table."""
+    done = EntityOperations(service.store).taint(
+        name, body.start, body.end, reason=body.reason, until=body.until, apply=body.apply, actor=actor
+    )
+    applied = done.applied
+    return {
+        "steps": done.plan.to_json(),
+        "static_reached": list(done.plan.static_reached),
+        "applied": None
+        if applied is None
+        else {"instances": applied.instances, "rebuilt": applied.rebuilt, "downgraded": applied.downgraded},
+    }
+
+
+# ---------------------------------------------------------------- privacy requests
+
+
+def _request(request: PrivacyRequest) -> dict[str, Any]:
+    return {
+        "id": request.id,
+        "kind": request.kind,
+        "requester": request.requester,
+        "status": request.status,
+        "id_count": request.id_count,
+        "subject_fingerprint": request.subject_fingerprint,
+        "datasets": list(request.datasets) if request.datasets is not None else None,
+        "submitted_at": request.submitted_at.isoformat(),
+        "started_at": request.started_at.isoformat() if request.started_at else None,
+        "ended_at": request.ended_at.isoformat() if request.ended_at else None,
+        "error": request.error,
+        "receipt": request.receipt,
+    }
+
+
+@router.post("/privacy/requests", dependencies=[WRITE], status_code=201)
+def submit(service: Service, actor: Actor, request: Request, body: Submission) -> dict[str, Any]:
+    """Queue an access or delete request for one user or many."""
+    roots: tuple[Path, ...] = tuple(root.resolve() for root in request.app.state.settings.lake_roots)
+    for number, dataset in enumerate(body.datasets):
+        folder = Path(dataset).resolve()
+        if not any(folder.is_relative_to(root) for root in roots):
+            raise RequestError(
+                f"{dataset} is not inside the server's lake folders", f"$.datasets[{number}]", 403
+            )
+    try:
+        queued = RequestQueue(service.store).submit(
+            body.kind, body.ids, requester=actor, datasets=body.datasets or None
+        )
+    except PrivacyRequestError as error:
+        raise RequestError(str(error), "$") from None
+    return _request(queued)
+
+
+@router.get("/privacy/requests", dependencies=[READ])
+def requests_list(
+    service: Service, status: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[dict[str, Any]]:
+    return [_request(r) for r in RequestQueue(service.store).list(status=status, limit=limit)]
+
+
+@router.get("/privacy/requests/{request_id}", dependencies=[READ])
+def request_status(service: Service, request_id: str) -> dict[str, Any]:
+    try:
+        return _request(RequestQueue(service.store).get(request_id))
+    except PrivacyRequestError as error:
+        raise RequestError(str(error), status=404) from None
+
+
+@router.get("/privacy/requests/{request_id}/audit", dependencies=[READ])
+def audit(service: Service, request_id: str) -> list[dict[str, Any]]:
+    """The request's trail: submitted, started, finished or failed, with counts only."""
+    return [
+        {"event": e.event, "at": e.at.isoformat(), "requester": e.requester, "details": e.details}
+        for e in RequestQueue(service.store).audit(request_id)
+    ]
