@@ -18,6 +18,7 @@ with column lineage
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -461,6 +462,23 @@ def test_index_refreshes_only_when_the_store_changed(lake_store: LineageStore) -
     assert "hive.table/db.report" not in first.positions
     assert cache.get() is second
     assert refresh(first, lake_store) is not first
+
+
+def test_once_builds_are_slow_readers_keep_the_old_index_while_one_is_built_behind_them(
+    lake_store: LineageStore,
+) -> None:
+    cache = IndexCache(lake_store, wait_budget=-1.0)  # every build counts as slow
+    first = cache.get()  # no index yet: the caller waits for it
+    lake_store.ingest(LineageBatch(edges=[flow(H, "hive.table/db.report", "job7")]))
+
+    assert cache.get() is first  # stale, at once; a build starts behind it
+    deadline = time.monotonic() + 10
+    while cache.builds < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = cache.get()
+    assert cache.builds == 2
+    assert second.version == lake_store.graph_version()
+    assert "hive.table/db.report" in reached(lineage(second, [A], "downstream"))
 
 
 # ---------------------------------------------------------------------- vectorised helpers

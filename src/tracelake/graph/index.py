@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -289,26 +290,63 @@ def refresh(index: GraphIndex | None, store: LineageStore) -> GraphIndex:
 
 
 class IndexCache:
-    """Keeps one index per store and rebuilds it only when `graph_version()` moved.
+    """Keeps one index per store and rebuilds it when `graph_version()` moved.
 
-    Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call
-    `get()` every time. The lock keeps concurrent requests from building the same index
-    twice; readers of an old index keep using it safely since indexes are immutable.
+    Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
+    every time. A stale index is rebuilt at once, the caller waiting, while builds are quick
+    (under `wait_budget` seconds last time): small stores always answer from the latest graph.
+    Once a build takes longer (seconds, at millions of edges), a server that is being written to
+    would otherwise rebuild before nearly every query, each reader queued behind the lock: then
+    readers keep the index they have, one background thread builds the next, and it replaces the
+    old one when done — answers lag the newest writes by at most one build. Indexes are immutable,
+    so readers of an old one are safe.
     """
 
-    def __init__(self, store: LineageStore) -> None:
+    def __init__(self, store: LineageStore, *, wait_budget: float = 0.5) -> None:
         self.store = store
+        self.wait_budget = wait_budget
         self.builds = 0
+        self.last_build_seconds = 0.0
         self._index: GraphIndex | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while building
+        self._flag = threading.Lock()  # guards `_building` alone, never held during a build
+        self._building = False  # a background build is running
 
     def get(self) -> GraphIndex:
+        index = self._index
+        version = self.store.graph_version()
+        if index is not None and index.version == version:
+            return index
+        if index is not None and self.last_build_seconds > self.wait_budget:
+            self._build_in_background()
+            return index
         with self._lock:
-            fresh = refresh(self._index, self.store)
-            if fresh is not self._index:
-                self.builds += 1
-                self._index = fresh
-            return fresh
+            if self._index is not None and self._index.version == self.store.graph_version():
+                return self._index  # another caller built it while this one waited
+            return self._build()
+
+    def _build(self) -> GraphIndex:
+        started = time.perf_counter()
+        index = GraphIndex.from_store(self.store)
+        self.last_build_seconds = time.perf_counter() - started
+        self._index = index
+        self.builds += 1  # after the swap: a caller that sees the count sees the index
+        return index
+
+    def _build_in_background(self) -> None:
+        with self._flag:
+            if self._building:
+                return
+            self._building = True
+
+        def build() -> None:
+            try:
+                with self._lock:
+                    self._build()
+            finally:
+                self._building = False
+
+        threading.Thread(target=build, name="tracelake-index-build", daemon=True).start()
 
     def invalidate(self) -> None:
         with self._lock:
