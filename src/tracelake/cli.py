@@ -303,27 +303,7 @@ def show(
     details = open_service(db).show(node)
     record = details.node
     if output is OutputFormat.json:
-        print(
-            json.dumps(
-                {
-                    "id": record.urn,
-                    "kind": record.node_type,
-                    "type": record.kind,
-                    "owner": record.owner,
-                    "layer": record.layer,
-                    "security_level": record.security_level,
-                    "labels": list(record.labels),
-                    "data_type": record.data_type,
-                    "properties": record.properties,
-                    "first_seen": record.first_seen.isoformat(),
-                    "last_seen": record.last_seen.isoformat(),
-                    "fields": [{"id": f.urn, "data_type": f.data_type} for f in details.fields],
-                    "inputs": [e.to_json() for e in details.inputs],
-                    "outputs": [e.to_json() for e in details.outputs],
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(details.to_json(), indent=2))
         return
     facts = Table(show_header=False, title=record.urn)
     for key, value in (

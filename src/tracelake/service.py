@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
 from tracelake.collect.schema import SchemaCatalog
@@ -50,6 +51,27 @@ class NodeDetails:
     fields: list[NodeRecord]
     inputs: list[EdgeView]
     outputs: list[EdgeView]
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape `tracelake show --format json` prints and `GET /nodes/{urn}` answers."""
+        record = self.node
+        return {
+            "id": record.urn,
+            "kind": record.node_type,
+            "type": record.kind,
+            "owner": record.owner,
+            "layer": record.layer,
+            "security_level": record.security_level,
+            "labels": list(record.labels),
+            "description": record.description,
+            "data_type": record.data_type,
+            "properties": record.properties,
+            "first_seen": record.first_seen.isoformat(),
+            "last_seen": record.last_seen.isoformat(),
+            "fields": [{"id": f.urn, "data_type": f.data_type, "labels": list(f.labels)} for f in self.fields],
+            "inputs": [e.to_json() for e in self.inputs],
+            "outputs": [e.to_json() for e in self.outputs],
+        }
 
 
 @dataclass(slots=True)

@@ -100,22 +100,7 @@ def paths(
 @router.get("/nodes/{name:path}", dependencies=[READ])
 def node(service: Service, name: str) -> dict[str, Any]:
     """One node: its properties, fields, and the edges into and out of it now."""
-    details = service.show(name)
-    record = details.node
-    return {
-        "id": record.urn,
-        "kind": record.node_type,
-        "type": record.kind,
-        "owner": record.owner,
-        "layer": record.layer,
-        "security_level": record.security_level,
-        "labels": list(record.labels),
-        "description": record.description,
-        "properties": record.properties,
-        "fields": [{"id": f.urn, "data_type": f.data_type, "labels": list(f.labels)} for f in details.fields],
-        "inputs": [edge.to_json() for edge in details.inputs],
-        "outputs": [edge.to_json() for edge in details.outputs],
-    }
+    return service.show(name).to_json()
 
 
 @router.get("/search", dependencies=[READ])
