@@ -68,7 +68,9 @@ class NodeDetails:
             "properties": record.properties,
             "first_seen": record.first_seen.isoformat(),
             "last_seen": record.last_seen.isoformat(),
-            "fields": [{"id": f.urn, "data_type": f.data_type, "labels": list(f.labels)} for f in self.fields],
+            "fields": [
+                {"id": f.urn, "data_type": f.data_type, "labels": list(f.labels)} for f in self.fields
+            ],
             "inputs": [e.to_json() for e in self.inputs],
             "outputs": [e.to_json() for e in self.outputs],
         }
