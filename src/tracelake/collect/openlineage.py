@@ -40,7 +40,7 @@ from typing import Any
 from openlineage.client.event_v2 import RunState
 
 from tracelake.collect.spark_datasets import file_urn
-from tracelake.emit.openlineage import _SCHEME_ALIASES
+from tracelake.emit.openlineage import SCHEME_ALIASES
 from tracelake.model import (
     Asset,
     Confidence,
@@ -67,7 +67,7 @@ _RUN_EVENT, _DATASET_EVENT, _JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
 _KINDS = {"hive": "table", "jdbc": "table", "kafka": "topic", "web": "endpoint"}
 # Tracelake names these without a host, so `hive://metastore:9083` is the node the SQL collector made.
 _HOSTLESS = frozenset({"hive", "kafka"})
-# The spec's file-system namespaces (and Hadoop's), after `_SCHEME_ALIASES` (s3a → s3).
+# The spec's file-system namespaces (and Hadoop's), after `SCHEME_ALIASES` (s3a → s3).
 _FILE_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "gs", "abfs", "abfss", "wasb", "wasbs", "dbfs"})
 # Storage layers the Spark collector names files by (`file.delta/…`) rather than by their file format.
 _FORMAT_LAYERS = frozenset({"delta", "iceberg"})
@@ -439,7 +439,7 @@ def _transformations(input_at: _At, old_kind: str | None, old_description: str |
 def _asset_urn(namespace: str, name: str, file_format: str | None) -> str:
     """The asset URN of an OpenLineage dataset, the inverse of the emitter's `dataset_name`."""
     scheme, separator, authority = namespace.strip().partition("://")
-    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    scheme = SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
     authority = authority.rstrip("/")
     if not _SYSTEM.fullmatch(scheme):
         return _escape(f"openlineage.dataset/{namespace}/{name}")

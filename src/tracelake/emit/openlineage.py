@@ -73,7 +73,7 @@ DEFAULT_PRODUCER = f"https://github.com/tracelake/tracelake/tree/{__version__}"
 _RUN_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/tracelake/tracelake#run")
 
 # Hadoop's S3 connectors are one store to OpenLineage: its naming spec says `s3://{bucket}`.
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 # Object stores name a dataset by its object key, which has no leading slash.
 _OBJECT_STORES = frozenset({"s3", "gs"})
 
@@ -114,7 +114,7 @@ def _file_dataset(path: str) -> tuple[str, str]:
     scheme = parts.scheme.lower()
     if scheme == "file":
         return "file", parts.path
-    scheme = _SCHEME_ALIASES.get(scheme, scheme)
+    scheme = SCHEME_ALIASES.get(scheme, scheme)
     if scheme in _OBJECT_STORES:
         return f"{scheme}://{parts.netloc}", parts.path.lstrip("/")
     return f"{scheme}://{parts.netloc}", parts.path
