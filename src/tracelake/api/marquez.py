@@ -16,13 +16,13 @@ their OpenLineage namespace and name, or `tracelake:<process URN>` for lineage f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import defaultdict
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
 from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
@@ -51,9 +51,9 @@ async def post_lineage(request: Request, commits: Commits) -> Response:
         batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
     except EventError as error:
         problem = Problem("openlineage", error.reason, error.path)
-        await run_in_threadpool(commits.ingest, [LineageBatch(problems=[problem])])
+        await asyncio.wrap_future(commits.submit([LineageBatch(problems=[problem])]))
         raise RequestError(error.reason, error.path) from None
-    await run_in_threadpool(commits.ingest, [batch])
+    await asyncio.wrap_future(commits.submit([batch]))
     return Response(status_code=201)
 
 

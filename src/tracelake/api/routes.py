@@ -8,13 +8,13 @@ as-of time, depth, values only. Node names are resolved as the CLI resolves them
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
 from tracelake.batch_json import batch_from_json
@@ -138,5 +138,5 @@ async def ingest_batch(commits: Commits, document: Annotated[dict[str, Any], Bod
     batch = batch_from_json(document)
     if not batch.edges and not batch.assets and not batch.fields and not batch.processes:
         raise RequestError("the batch is empty", "$")
-    await run_in_threadpool(commits.ingest, [batch])
+    await asyncio.wrap_future(commits.submit([batch]))
     return {"edges": len(batch.edges), "processes": len(batch.processes), "problems": len(batch.problems)}

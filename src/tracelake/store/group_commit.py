@@ -30,6 +30,11 @@ class GroupCommit:
 
     def ingest(self, batches: Sequence[LineageBatch]) -> None:
         """Write `batches`; returns once they are committed, raises what their own write raised."""
+        self.submit(batches).result()
+
+    def submit(self, batches: Sequence[LineageBatch]) -> Future[None]:
+        """Queue `batches`; the future is done once they are committed. An async caller awaits it
+        with `asyncio.wrap_future` and holds no thread while it waits."""
         done: Future[None] = Future()
         with self._ready:
             if self._writer is None:
@@ -39,7 +44,7 @@ class GroupCommit:
                 self._writer.start()
             self._pending.append((batches, done))
             self._ready.notify()
-        done.result()
+        return done
 
     def _write(self) -> None:
         while True:
