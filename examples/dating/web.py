@@ -103,10 +103,7 @@ def _logger(name: str, handler: logging.Handler) -> logging.Logger:
     logger = logging.getLogger(name)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    if not logger.handlers:
-        logger.addHandler(handler)
-    else:
-        logger.handlers[:] = [handler]
+    logger.handlers[:] = [handler]  # loggers are process-wide: the newest app's probes take them over
     return logger
 
 

@@ -23,7 +23,7 @@ import requests
 
 from tracelake.graph import traverse
 from tracelake.service import Tracelake
-from tracelake.store.subscriptions import Event, Subscription, SubscriptionStore
+from tracelake.store.subscriptions import Subscription, SubscriptionStore, Webhook
 
 log = logging.getLogger(__name__)
 Direction = Literal["upstream", "downstream"]
@@ -106,8 +106,9 @@ class Dispatcher:
     def deliver_due(self) -> int:
         store = SubscriptionStore(self.service.store)
         delivered = 0
-        for event, subscription in store.due():
-            status, error = self._post(event, subscription)
+        for webhook in store.due():
+            event = webhook.event
+            status, error = self._post(webhook)
             ok = status is not None and 200 <= status < 300
             last = event.attempts + 1 >= self.max_attempts
             retry_in = None if ok or last else self.first_backoff * 2**event.attempts
@@ -115,10 +116,10 @@ class Dispatcher:
             delivered += ok
         return delivered
 
-    def _post(self, event: Event, subscription: Subscription) -> tuple[int | None, str | None]:
-        assert subscription.webhook_url is not None and subscription.secret is not None
+    def _post(self, webhook: Webhook) -> tuple[int | None, str | None]:
+        event = webhook.event
         body = json.dumps(event.to_json(), sort_keys=True).encode()
-        signature = hmac.new(subscription.secret.encode(), body, hashlib.sha256).hexdigest()
+        signature = hmac.new(webhook.secret.encode(), body, hashlib.sha256).hexdigest()
         headers = {
             "Content-Type": "application/json",
             "X-Tracelake-Event": "closure.changed",
@@ -126,9 +127,7 @@ class Dispatcher:
             "X-Tracelake-Signature": f"sha256={signature}",
         }
         try:
-            response = requests.post(
-                subscription.webhook_url, data=body, headers=headers, timeout=self.timeout
-            )
+            response = requests.post(webhook.url, data=body, headers=headers, timeout=self.timeout)
         except requests.RequestException as error:
             return None, type(error).__name__
         return response.status_code, None if response.ok else response.reason

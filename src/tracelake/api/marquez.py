@@ -25,7 +25,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
-from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
+from tracelake.collect.openlineage import PROCESS_KIND, EventError, event_to_batch, events_to_batch, job_urn
 from tracelake.emit.openlineage import dataset_name
 from tracelake.graph.index import ASSET, GraphIndex, UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
@@ -37,7 +37,6 @@ router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
 Commits = Annotated[GroupCommit, Depends(get_commits)]
 TRACELAKE_NAMESPACE = "tracelake"
-PROCESS_KIND = "openlineage.job"  # the OpenLineage collector's processes: openlineage.job/<namespace>/<name>
 
 
 @router.post("/lineage", dependencies=[WRITE], status_code=201, response_class=Response)
@@ -157,7 +156,7 @@ def _job_urn(service: Tracelake, rest: str) -> str:
     if namespace == TRACELAKE_NAMESPACE and name in positions:
         return name
     for namespace, name in _splits(rest, 2):
-        urn = f"{PROCESS_KIND}/{namespace}/{name}"
+        urn = job_urn(namespace, name)
         if urn in positions:
             return urn
     raise UnknownNodeError(rest)

@@ -57,9 +57,9 @@ from tracelake.model import (
     resolve_node,
 )
 
-__all__ = ["EventError", "event_to_batch", "events_to_batch"]
+__all__ = ["PROCESS_KIND", "EventError", "event_to_batch", "events_to_batch", "job_urn"]
 
-_PROCESS_KIND = "openlineage.job"
+PROCESS_KIND = "openlineage.job"
 _DEFAULT_PROCESS_KIND = "openlineage"
 _RUN_EVENT, _DATASET_EVENT, _JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
 
@@ -95,6 +95,11 @@ def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
     builder = _Builder()
     _read_event(_At(event), builder)
     return builder.batch()
+
+
+def job_urn(namespace: str, name: str) -> str:
+    """The process URN of an OpenLineage job: `openlineage.job/<namespace>/<name>`."""
+    return _escape(f"{PROCESS_KIND}/{namespace}/{name}")
 
 
 def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
@@ -219,7 +224,7 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     run = root.member("run").obj() if kind == _RUN_EVENT else None
     job = root.member("job").obj()
     namespace, name = job.member("namespace").text(), job.member("name").text()
-    process_urn = _escape(f"{_PROCESS_KIND}/{namespace}/{name}")
+    process_urn = job_urn(namespace, name)
     run_record = _run(run, process_urn, state, moment) if run is not None else None
     process = _process(job, process_urn, namespace, name)
 

@@ -119,9 +119,14 @@ class _Request:
 
 _UNSAMPLED = _Request("", "")  # the scope of a request that is not sampled: nothing is captured
 _current: ContextVar[_Request | None] = ContextVar("tracelake_probe_request", default=None)
-_FLUSH = object()
 _STOP = object()
 _THIS_FILE = __file__
+
+
+def _sampled() -> _Request | None:
+    """The sampled request this code runs in, if any."""
+    request = _current.get()
+    return None if request is _UNSAMPLED else request
 
 
 class _Scope:
@@ -191,14 +196,14 @@ class Probes:
 
     def source(self, asset: str, payload: Any) -> None:
         """Data the request received: each key of `payload` is a field of `asset`."""
-        request = _current.get()
-        if request is not None and request is not _UNSAMPLED:
+        request = _sampled()
+        if request is not None:
             self._capture(request, asset, payload, sink=False)
 
     def sink(self, asset: str, payload: Any) -> None:
         """Data the request wrote to `asset` (a log record, a row, an outbound call's body)."""
-        request = _current.get()
-        if request is not None and request is not _UNSAMPLED:
+        request = _sampled()
+        if request is not None:
             self._capture(request, asset, payload, sink=True)
 
     def endpoint(
@@ -212,7 +217,7 @@ class Probes:
             signature = inspect.signature(function)
 
             def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-                if _current.get() is not _UNSAMPLED:
+                if _sampled() is not None:
                     arguments = signature.bind_partial(*args, **kwargs).arguments
                     self.source(asset, arguments.get(body) if body else arguments)
 
@@ -245,8 +250,7 @@ class Probes:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                request = _current.get()
-                if request is not None and request is not _UNSAMPLED:
+                if _sampled() is not None:
                     try:
                         arguments = signature.bind_partial(*args, **kwargs).arguments
                         arguments.pop("self", None)
@@ -388,8 +392,7 @@ class ProbeLogHandler(logging.Handler):
         self.asset = asset
 
     def emit(self, record: logging.LogRecord) -> None:
-        request = _current.get()
-        if request is None or request is _UNSAMPLED:
+        if _sampled() is None:
             return
         try:
             payload = {k: v for k, v in vars(record).items() if k not in self._STANDARD}

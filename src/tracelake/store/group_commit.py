@@ -28,13 +28,9 @@ class GroupCommit:
         self._writer: threading.Thread | None = None
         self.groups = 0  # transactions written, for figures
 
-    def ingest(self, batches: Sequence[LineageBatch]) -> None:
-        """Write `batches`; returns once they are committed, raises what their own write raised."""
-        self.submit(batches).result()
-
     def submit(self, batches: Sequence[LineageBatch]) -> Future[None]:
-        """Queue `batches`; the future is done once they are committed. An async caller awaits it
-        with `asyncio.wrap_future` and holds no thread while it waits."""
+        """Queue `batches`; the future is done once they are committed, or raises what their own
+        write raised. An async caller awaits it with `asyncio.wrap_future`, holding no thread."""
         done: Future[None] = Future()
         with self._ready:
             if self._writer is None:

@@ -63,6 +63,15 @@ class Event:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """An event to post, where, and the secret that signs it."""
+
+    event: Event
+    url: str
+    secret: str
+
+
 class SubscriptionStore:
     def __init__(self, store: LineageStore) -> None:
         self.engine = store.engine
@@ -160,34 +169,18 @@ class SubscriptionStore:
         with self.engine.connect() as conn:
             return [_event(row) for row in conn.execute(query)]
 
-    def due(self, limit: int = 100) -> list[tuple[Event, Subscription]]:
+    def due(self, limit: int = 100) -> list[Webhook]:
         """Webhook events whose next attempt is due, oldest first."""
         t, subs = s.subscription_events, s.subscriptions
         query = (
-            sa.select(t, subs.c.webhook_url, subs.c.secret, subs.c.node, subs.c.direction, subs.c.depth)
+            sa.select(t, subs.c.webhook_url, subs.c.secret)
             .join(subs, subs.c.id == t.c.subscription_id)
             .where(t.c.delivery == "pending", t.c.next_attempt_at <= to_micros(utcnow()))
             .order_by(t.c.seq)
             .limit(limit)
         )
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return [
-            (
-                _event(row),
-                Subscription(
-                    row.subscription_id,
-                    row.node,
-                    row.direction,
-                    row.depth,
-                    row.webhook_url,
-                    row.secret,
-                    {},
-                    "",
-                ),
-            )
-            for row in rows
-        ]
+            return [Webhook(_event(row), row.webhook_url, row.secret) for row in conn.execute(query)]
 
     def attempted(
         self, event: Event, *, status_code: int | None, error: str | None, retry_in: float | None
