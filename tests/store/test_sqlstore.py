@@ -120,6 +120,24 @@ def test_labels_accumulate_and_unset_properties_are_kept(store: LineageStore) ->
     assert train.layer == "dwd"
 
 
+def test_a_node_said_again_moves_last_seen_and_takes_only_what_changed(store: LineageStore) -> None:
+    facets = {"openlineage": {"namespace": "hive", "name": "dating.user_profile"}}
+    store.ingest(LineageBatch(assets=[Asset(PROFILE, owner="growth", metadata=facets)]), now=JAN)
+    store.ingest(LineageBatch(assets=[Asset(PROFILE, metadata=facets)]), now=FEB)  # nothing new
+    unchanged = store.node(PROFILE)
+    store.ingest(
+        LineageBatch(assets=[Asset(PROFILE, owner="safety", metadata={"retention": "30d"})]), now=MAR
+    )
+    changed = store.node(PROFILE)
+
+    assert unchanged is not None and changed is not None
+    assert (unchanged.owner, unchanged.properties) == ("growth", facets)
+    assert (unchanged.first_seen, unchanged.last_seen) == (JAN, FEB)
+    assert changed.owner == "safety"
+    assert changed.properties == {**facets, "retention": "30d"}
+    assert changed.last_seen == MAR
+
+
 def test_edges_of_one_process(store: LineageStore) -> None:
     store.ingest(training_batch(JAN))
     other = "sql.job/profile_export"

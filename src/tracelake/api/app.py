@@ -89,11 +89,13 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     return app
 
 
-def get_service(request: Request) -> Tracelake:
+# Dependencies that do no I/O are `async`: FastAPI runs a plain `def` dependency in its thread
+# pool, a hop that cost more than an OpenLineage event's whole ingest route.
+async def get_service(request: Request) -> Tracelake:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
-def get_commits(request: Request) -> GroupCommit:
+async def get_commits(request: Request) -> GroupCommit:
     return request.app.state.commits  # type: ignore[no-any-return]
 
 
@@ -115,7 +117,7 @@ def require(scope: TokenScope) -> Callable[[Request], Awaitable[None]]:
     return check
 
 
-def actor_of(request: Request) -> str:
+async def actor_of(request: Request) -> str:
     """Who a change is recorded under: the token's name, or `api` without tokens."""
     return getattr(request.state, "actor", "api")
 

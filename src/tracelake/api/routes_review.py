@@ -28,7 +28,7 @@ router = APIRouter(prefix="/api/tracelake/v1", tags=["labels, discovery and poli
 Actor = Annotated[str, Depends(actor_of)]
 
 
-def get_review(service: Annotated[Tracelake, Depends(get_service)]) -> Review:
+async def get_review(service: Annotated[Tracelake, Depends(get_service)]) -> Review:
     return Review(service)
 
 

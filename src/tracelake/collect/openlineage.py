@@ -118,20 +118,37 @@ def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
 # -- reading JSON with its path -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _At:
-    """A JSON value and where it sits in the event, so every complaint names its path."""
+    """A JSON value and where it sits in the event, so every complaint names its path.
+
+    The path is kept as a link to the parent and the step from it, and spelled out only when
+    something fails: building it eagerly for every member read was a third of reading an event.
+    """
 
     value: Any
-    path: str = "$"
+    parent: _At | None = None
+    step: str | int = ""  # a member's key, or an array element's index
+
+    @property
+    def path(self) -> str:
+        steps: list[str] = []
+        at: _At | None = self
+        while at is not None and at.parent is not None:
+            step = at.step
+            if isinstance(step, int):
+                steps.append(f"[{step}]")
+            else:
+                steps.append(f".{step}" if _IDENTIFIER.fullmatch(step) else f"[{json.dumps(step)}]")
+            at = at.parent
+        return "$" + "".join(reversed(steps))
 
     def fail(self, reason: str) -> EventError:
         return EventError(self.path, reason)
 
     def member(self, key: str) -> _At:
         """The member `key` of this object (call `obj()` first); `_MISSING` when absent."""
-        where = f".{key}" if _IDENTIFIER.fullmatch(key) else f"[{json.dumps(key)}]"
-        return _At(self.value.get(key, _MISSING), self.path + where)
+        return _At(self.value.get(key, _MISSING), self, key)
 
     def obj(self) -> _At:
         if self.value is _MISSING:
@@ -171,7 +188,7 @@ class _At:
             return []
         if not isinstance(self.value, list):
             raise self.fail(f"expected an array, got {_json_type(self.value)}")
-        return [_At(item, f"{self.path}[{index}]") for index, item in enumerate(self.value)]
+        return [_At(item, self, index) for index, item in enumerate(self.value)]
 
 
 def _json_type(value: Any) -> str:

@@ -10,6 +10,7 @@ PostgreSQL through psycopg 3.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,7 +21,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tracelake.model import (
     Asset,
@@ -206,10 +206,6 @@ class LineageStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _insert(self, table: sa.Table) -> Any:
-        dialect = postgresql if self.backend == "postgresql" else sqlite
-        return dialect.insert(table)
-
     # ------------------------------------------------------------------ ingest
 
     def ingest(
@@ -306,11 +302,15 @@ class LineageStore:
         processes: Iterable[Process],
         now_us: int,
     ) -> None:
-        """Set what a batch says about a node; a property the batch leaves unset keeps its value."""
+        """Set what a batch says about a node; a property the batch leaves unset keeps its value.
+
+        Only values that differ from the stored ones are written: every OpenLineage event
+        re-sends its inputs' facets, and rewriting them unchanged was a quarter of an ingest.
+        """
         ids = self._ids
-        wanted: dict[int, dict[str, Any]] = {}
+        said: dict[int, dict[str, Any]] = {}
         for asset in assets:
-            wanted[ids[asset.urn]] = {
+            said[ids[asset.urn]] = {
                 "owner": asset.owner,
                 "layer": asset.layer,
                 "security_level": asset.security_level,
@@ -319,48 +319,37 @@ class LineageStore:
                 "properties": asset.metadata or None,
             }
         for fld in fields:
-            wanted[ids[fld.urn]] = {"data_type": fld.data_type, "labels": sorted(fld.labels) or None}
+            said[ids[fld.urn]] = {"data_type": fld.data_type, "labels": sorted(fld.labels) or None}
         for process in processes:
-            wanted[ids[process.urn]] = {
+            said[ids[process.urn]] = {
                 "owner": process.owner,
                 "description": process.description,
                 "properties": {"name": process.name, **process.metadata},
             }
         changes = {
-            node_id: {k: v for k, v in props.items() if v is not None} for node_id, props in wanted.items()
+            node_id: {k: v for k, v in props.items() if v is not None} for node_id, props in said.items()
         }
-        with_changes = [node_id for node_id, props in changes.items() if props]
-        current: dict[int, tuple[list[str], dict[str, Any]]] = {}
-        for chunk in _chunks(with_changes):
-            query = sa.select(s.nodes.c.id, s.nodes.c.labels, s.nodes.c.properties).where(
-                s.nodes.c.id.in_(chunk)
-            )
-            for node_id, labels, properties in conn.execute(query):
-                current[node_id] = (labels or [], properties or {})
-        updates = []
-        for node_id in with_changes:
-            props = changes[node_id]
-            labels, properties = current[node_id]
+        with_values = [node_id for node_id, props in changes.items() if props]
+        stored: dict[int, Any] = {}
+        for chunk in _chunks(with_values):
+            for row in conn.execute(_NODE_VALUES, {"ids": list(chunk)}):
+                stored[row.id] = row
+        updates: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+        for node_id in with_values:
+            props, row = changes[node_id], stored[node_id]
             if "labels" in props:
-                props["labels"] = sorted(set(labels) | set(props["labels"]))
+                props["labels"] = sorted(set(row.labels or ()) | set(props["labels"]))
             if "properties" in props:
-                props["properties"] = {**properties, **props["properties"]}
-            updates.append({"_id": node_id, **props})
-        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-        for row in updates:
-            by_columns[tuple(sorted(row))].append(row)
-        for columns, rows in by_columns.items():
-            values = {c: sa.bindparam(c) for c in columns if c != "_id"}
-            stmt = (
-                s.nodes.update().where(s.nodes.c.id == sa.bindparam("_id")).values(**values, last_seen=now_us)
-            )
-            conn.execute(stmt, rows)
-        changed = set(with_changes)
-        untouched = [node_id for node_id in changes if node_id not in changed]
+                props["properties"] = {**(row.properties or {}), **props["properties"]}
+            differing = {k: v for k, v in props.items() if v != getattr(row, k)}
+            if differing:
+                updates[tuple(sorted(differing))].append({"_id": node_id, **differing})
+        for columns, rows in updates.items():
+            conn.execute(_node_update(columns), rows)
         # One UPDATE … WHERE id IN (…) per chunk rather than one per node: on a re-ingest
         # nearly every node only has last_seen moved, and per-row executemany dominated.
-        for chunk in _chunks(untouched):
-            conn.execute(s.nodes.update().where(s.nodes.c.id.in_(chunk)).values(last_seen=now_us))
+        for chunk in _chunks(list(changes)):
+            conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
 
     def _write_versions(
         self,
@@ -393,48 +382,28 @@ class LineageStore:
 
         if replaced:
             params = [{"_pid": v.process_id, "_from": v.valid_from} for v in replaced]
-            conn.execute(s.process_versions.delete().where(_of_version(s.process_versions)), params)
-            result = conn.execute(s.edges.delete().where(_of_version(s.edges)), params)
+            conn.execute(_VERSION_DELETE, params)
+            result = conn.execute(_VERSION_EDGES_DELETE, params)
             report.edges_replaced += max(result.rowcount, 0)
 
         closes = [v for vs in versions.values() for v in vs if v.closed and not v.is_new]
         if closes:
             params = [{"_pid": v.process_id, "_from": v.valid_from, "_to": v.valid_to} for v in closes]
-            conn.execute(
-                s.process_versions.update()
-                .where(_of_version(s.process_versions))
-                .values(valid_to=sa.bindparam("_to")),
-                params,
-            )
-            result = conn.execute(
-                s.edges.update().where(_of_version(s.edges)).values(valid_to=sa.bindparam("_to")), params
-            )
+            conn.execute(_VERSION_CLOSE, params)
+            result = conn.execute(_VERSION_EDGES_CLOSE, params)
             report.edges_closed += max(result.rowcount, 0)
         touched = [v for vs in versions.values() for v in vs if v.touched and not v.is_new]
         if touched:
-            params = [{"_pid": v.process_id, "_from": v.valid_from} for v in touched]
-            conn.execute(
-                s.process_versions.update().where(_of_version(s.process_versions)).values(last_seen=now_us),
-                params,
-            )
-            conn.execute(s.edges.update().where(_of_version(s.edges)).values(last_seen=now_us), params)
+            params = [{"_pid": v.process_id, "_from": v.valid_from, "_now": now_us} for v in touched]
+            conn.execute(_VERSION_SEEN, params)
+            conn.execute(_VERSION_EDGES_SEEN, params)
         new = [v for vs in versions.values() for v in vs if v.is_new]
         if new:
-            conn.execute(
-                s.process_versions.insert(),
-                [
-                    {
-                        "process_id": v.process_id,
-                        "valid_from": v.valid_from,
-                        "valid_to": v.valid_to,
-                        "content_hash": v.content_hash,
-                        "edge_count": v.edge_count,
-                        "first_seen": now_us,
-                        "last_seen": now_us,
-                    }
-                    for v in new
-                ],
-            )
+            version_rows = [
+                (v.process_id, v.valid_from, v.valid_to, v.content_hash, v.edge_count, now_us, now_us)
+                for v in new
+            ]
+            _driver_insert(conn, s.process_versions, _VERSION_COLUMNS, version_rows)
             edge_rows = [
                 (
                     ids[e.source],
@@ -457,10 +426,8 @@ class LineageStore:
 
     def _load_versions(self, conn: sa.Connection, process_ids: set[int]) -> dict[int, list[_Version]]:
         versions: dict[int, list[_Version]] = {pid: [] for pid in process_ids}
-        t = s.process_versions
         for chunk in _chunks(sorted(process_ids)):
-            query = sa.select(t.c.process_id, t.c.valid_from, t.c.valid_to, t.c.content_hash, t.c.edge_count)
-            for row in conn.execute(query.where(t.c.process_id.in_(chunk))):
+            for row in conn.execute(_VERSIONS_OF, {"ids": list(chunk)}):
                 versions[row.process_id].append(_Version(*row))
         for vs in versions.values():
             vs.sort(key=lambda v: v.valid_from)
@@ -526,23 +493,13 @@ class LineageStore:
                 rows[run.run_id] = row
         if not rows:
             return
-        stmt = self._insert(s.runs)
-        new, old = stmt.excluded, s.runs.c
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["run_id"],
-            set_={
-                "started_at": sa.func.coalesce(new.started_at, old.started_at),
-                "ended_at": sa.func.coalesce(new.ended_at, old.ended_at),
-                "job_id": sa.func.coalesce(new.job_id, old.job_id),
-                "user_name": sa.func.coalesce(new.user_name, old.user_name),
-                "status": sa.case(
-                    (new.ended_at.is_not(None), sa.func.coalesce(new.status, old.status)),
-                    (old.ended_at.is_(None), sa.func.coalesce(new.status, old.status)),
-                    else_=old.status,
-                ),
-            },
+        _driver_insert(
+            conn,
+            s.runs,
+            _RUN_COLUMNS,
+            [tuple(row[c] for c in _RUN_COLUMNS) for row in rows.values()],
+            on_conflict=_RUN_MERGE,
         )
-        conn.execute(stmt, list(rows.values()))
         report.runs = len(rows)
 
     def _write_problems(
@@ -564,9 +521,7 @@ class LineageStore:
         report.problems = len(rows)
 
     def _bump_version(self, conn: sa.Connection) -> None:
-        stmt = self._insert(s.store_state).values(key="graph_version", value=1)
-        stmt = stmt.on_conflict_do_update(index_elements=["key"], set_={"value": s.store_state.c.value + 1})
-        conn.execute(stmt)
+        conn.exec_driver_sql(_BUMP_VERSION)
 
     # ------------------------------------------------------------------ reads
 
@@ -777,6 +732,83 @@ class LineageStore:
         )
 
 
+# The statements of the ingest path, built once: building one cost more than running it.
+_NODE_VALUES = sa.select(
+    s.nodes.c.id,
+    s.nodes.c.owner,
+    s.nodes.c.layer,
+    s.nodes.c.security_level,
+    s.nodes.c.labels,
+    s.nodes.c.description,
+    s.nodes.c.properties,
+    s.nodes.c.data_type,
+).where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
+_NODES_SEEN = (
+    s.nodes.update()
+    .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(last_seen=sa.bindparam("now"))
+)
+_VERSIONS_OF = sa.select(
+    s.process_versions.c.process_id,
+    s.process_versions.c.valid_from,
+    s.process_versions.c.valid_to,
+    s.process_versions.c.content_hash,
+    s.process_versions.c.edge_count,
+).where(s.process_versions.c.process_id.in_(sa.bindparam("ids", expanding=True)))
+
+
+def _of_version(table: sa.Table) -> sa.ColumnElement[bool]:
+    """The rows of one process version, bound per executemany row as `_pid` and `_from`."""
+    return sa.and_(table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from"))
+
+
+_VERSION_DELETE = s.process_versions.delete().where(_of_version(s.process_versions))
+_VERSION_EDGES_DELETE = s.edges.delete().where(_of_version(s.edges))
+_VERSION_CLOSE = (
+    s.process_versions.update().where(_of_version(s.process_versions)).values(valid_to=sa.bindparam("_to"))
+)
+_VERSION_EDGES_CLOSE = s.edges.update().where(_of_version(s.edges)).values(valid_to=sa.bindparam("_to"))
+_VERSION_SEEN = (
+    s.process_versions.update().where(_of_version(s.process_versions)).values(last_seen=sa.bindparam("_now"))
+)
+_VERSION_EDGES_SEEN = s.edges.update().where(_of_version(s.edges)).values(last_seen=sa.bindparam("_now"))
+
+
+@functools.cache
+def _node_update(columns: tuple[str, ...]) -> sa.Update:
+    """UPDATE nodes SET <columns> WHERE id = :_id, for an executemany of rows with those keys."""
+    return (
+        s.nodes.update()
+        .where(s.nodes.c.id == sa.bindparam("_id"))
+        .values({column: sa.bindparam(column) for column in columns})
+    )
+
+
+# Driver SQL, the same text on SQLite and PostgreSQL; the run merge is `_write_runs`'s rule.
+_RUN_COLUMNS = ("run_id", "process_id", "job_id", "user_name", "started_at", "ended_at", "status")
+_RUN_MERGE = """(run_id) DO UPDATE SET
+    started_at = coalesce(excluded.started_at, runs.started_at),
+    ended_at = coalesce(excluded.ended_at, runs.ended_at),
+    job_id = coalesce(excluded.job_id, runs.job_id),
+    user_name = coalesce(excluded.user_name, runs.user_name),
+    status = CASE
+        WHEN excluded.ended_at IS NOT NULL OR runs.ended_at IS NULL
+            THEN coalesce(excluded.status, runs.status)
+        ELSE runs.status
+    END"""
+_BUMP_VERSION = (
+    "INSERT INTO store_state (key, value) VALUES ('graph_version', 1) "
+    "ON CONFLICT (key) DO UPDATE SET value = store_state.value + 1"
+)
+_VERSION_COLUMNS = (
+    "process_id",
+    "valid_from",
+    "valid_to",
+    "content_hash",
+    "edge_count",
+    "first_seen",
+    "last_seen",
+)
 _EDGE_COLUMNS = (
     "source_id",
     "target_id",
@@ -833,11 +865,6 @@ def _driver_insert(
         sql += f" ON CONFLICT {on_conflict}"
     for chunk in _chunks(rows, 50_000):
         conn.exec_driver_sql(sql, list(chunk))
-
-
-def _of_version(table: sa.Table) -> sa.ColumnElement[bool]:
-    """The rows of one process version, bound per executemany row as `_pid` and `_from`."""
-    return sa.and_(table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from"))
 
 
 def _valid_at(moment_us: int) -> sa.ColumnElement[bool]:
