@@ -23,7 +23,8 @@ from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
 from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
-from tracelake.store.group_commit import GroupCommit
+from tracelake.store.group_commit import Writer
+from tracelake.store.writer_process import writer_for
 from tracelake.subscriptions import Background
 from tracelake.temporal.operations import EntityError
 
@@ -63,6 +64,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
         yield
         if background is not None:
             background.stop()
+        app.state.commits.close()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -74,7 +76,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.state.service = service
     app.state.settings = settings
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
-    app.state.commits = GroupCommit(service.store)
+    app.state.commits = writer_for(service.store)  # ingest routes write through it
     app.add_exception_handler(UnknownNodeError, _unknown_node)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(BatchError, _request_error)
@@ -95,7 +97,7 @@ async def get_service(request: Request) -> Tracelake:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
-async def get_commits(request: Request) -> GroupCommit:
+async def get_commits(request: Request) -> Writer:
     return request.app.state.commits  # type: ignore[no-any-return]
 
 

@@ -30,12 +30,12 @@ from tracelake.emit.openlineage import dataset_name
 from tracelake.graph.index import ASSET, GraphIndex, UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
 from tracelake.service import Tracelake, TraversalFilters
-from tracelake.store.group_commit import GroupCommit
+from tracelake.store.group_commit import Writer
 from tracelake.views import EdgeView, NodeView
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
-Commits = Annotated[GroupCommit, Depends(get_commits)]
+Commits = Annotated[Writer, Depends(get_commits)]
 TRACELAKE_NAMESPACE = "tracelake"
 
 

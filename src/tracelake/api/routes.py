@@ -20,11 +20,11 @@ from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_servic
 from tracelake.batch_json import batch_from_json
 from tracelake.model import Confidence, Signal, Transformation
 from tracelake.service import Tracelake, TraversalFilters
-from tracelake.store.group_commit import GroupCommit
+from tracelake.store.group_commit import Writer
 
 router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"])
 Service = Annotated[Tracelake, Depends(get_service)]
-Commits = Annotated[GroupCommit, Depends(get_commits)]
+Commits = Annotated[Writer, Depends(get_commits)]
 Direction = Literal["upstream", "downstream", "both"]
 
 
