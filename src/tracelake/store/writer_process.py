@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import multiprocessing
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -121,20 +122,22 @@ class WriterProcess:
 def _serve(url: str, pipe: Connection, max_group: int) -> None:
     """In the child, one thread: take everything that arrived while the last group was being
     written, write it as the next group, answer every ticket of it in one message."""
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides when the child
+    # stops (`close`, or its own end, which ends the pipe), so nothing it sent is dropped.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     store = LineageStore(url)
     groups = 0
     closing = False
     while not closing:
         group: list[tuple[int, list[LineageBatch]]] = []
-        message = pipe.recv()
         while True:
+            message = _receive(pipe)
             if message is None:
                 closing = True  # everything sent before the close is written and answered first
                 break
             group.append(message)
             if len(group) >= max_group or not pipe.poll():
                 break
-            message = pipe.recv()
         if not group:
             break
         outcomes = write_group(store, [batches for _, batches in group])
@@ -143,5 +146,14 @@ def _serve(url: str, pipe: Connection, max_group: int) -> None:
             (ticket, None if error is None else f"{type(error).__name__}: {error}")
             for (ticket, _), error in zip(group, outcomes, strict=True)
         ]
-        pipe.send((answers, WriterStats(groups, time.process_time())))
+        with contextlib.suppress(OSError):  # the parent is gone: nobody is waiting
+            pipe.send((answers, WriterStats(groups, time.process_time())))
     store.close()
+
+
+def _receive(pipe: Connection) -> tuple[int, list[LineageBatch]] | None:
+    """The next (ticket, batches), or None for a close or a parent that is gone."""
+    try:
+        return pipe.recv()  # type: ignore[no-any-return]
+    except EOFError:
+        return None
