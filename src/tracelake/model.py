@@ -165,6 +165,16 @@ def table_urn(
     return f"{system}.table/{table_name(table, db, catalog, default_db=default_db)}"
 
 
+def escape_hash(name: str) -> str:
+    """A name (of a dataset or a job named elsewhere) made safe inside a URN, where `#` starts
+    a field path: `#` becomes `%23`. `unescape_hash` gives the name back."""
+    return name.replace("#", "%23")
+
+
+def unescape_hash(text: str) -> str:
+    return text.replace("%23", "#")
+
+
 def field_urn(asset_urn: str, path: str) -> str:
     """A field URN; the path is lower-cased since Spark resolves columns case-insensitively."""
     return f"{asset_urn}#{'.'.join(_clean_identifier(p) for p in split_qualified_name(path))}"

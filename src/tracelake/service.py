@@ -157,14 +157,15 @@ class Tracelake:
     def index(self) -> GraphIndex:
         return self._indexes.get()
 
-    def resolve(self, names: Sequence[str]) -> list[str]:
+    def resolve(self, names: Sequence[str], index: GraphIndex | None = None) -> list[str]:
         """Canonical URNs for what a user typed: a URN, `db.tbl`, `tbl#col`…
 
         A name resolved against the default database that the graph does not hold is
         matched by suffix (`safety_training_tbl#target_religion` finds it in any database)
         when exactly one node matches; otherwise UnknownNodeError names the candidates.
+        `index`: the one the caller answers from (asking for it again costs a version check).
         """
-        index = self.index()
+        index = index if index is not None else self.index()
         urns = []
         for name in names:
             try:
@@ -194,7 +195,7 @@ class Tracelake:
         """Upstream and/or downstream of many nodes at once, as nodes with distances and edges."""
         filters = filters or TraversalFilters()
         index = self.index()
-        starts = self.resolve(names)
+        starts = self.resolve(names, index)
         result = traverse.lineage(index, starts, direction, **_traverse_kwargs(filters))
         distances = {index.urns[p]: d for p, d in result.distances().items()}
         records = self.store.nodes(distances)
@@ -207,7 +208,7 @@ class Tracelake:
         """Downstream assets of the given nodes, nearest first, with their owners."""
         filters = filters or TraversalFilters()
         index = self.index()
-        starts = self.resolve(names)
+        starts = self.resolve(names, index)
         impacted = traverse.impact(index, starts, **_traverse_kwargs(filters))
         records = self.store.nodes(i.asset for i in impacted)
         views = []
@@ -230,7 +231,7 @@ class Tracelake:
     ) -> list[list[EdgeView]]:
         filters = filters or TraversalFilters()
         index = self.index()
-        start, end = self.resolve([source, target])
+        start, end = self.resolve([source, target], index)
         kwargs = _traverse_kwargs(filters)
         kwargs.pop("depth", None)
         found = traverse.paths(index, start, end, max_depth=max_depth, **kwargs)

@@ -25,7 +25,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
-from tracelake.collect.openlineage import PROCESS_KIND, EventError, event_to_batch, events_to_batch, job_urn
+from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch, job_of, job_urn
 from tracelake.emit.openlineage import dataset_name
 from tracelake.graph.index import ASSET, GraphIndex, UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
@@ -62,15 +62,22 @@ def get_lineage(
     node_id: Annotated[str, Query(alias="nodeId")],
     depth: Annotated[int, Query(ge=0, le=100)] = 20,
 ) -> dict[str, Any]:
-    """Datasets and jobs around a dataset or job, `depth` jobs away, both ways (Marquez's shape)."""
+    """Datasets and jobs around a dataset, `depth` jobs away both ways, or around a job: its
+    datasets and `depth` jobs beyond them (Marquez's shape)."""
     kind, parts = _node_id(node_id)
     if kind == "job":
-        urn = _job_urn(service, parts)
+        # a job is not a node of the graph but the edges between datasets: start from those it
+        # reads and writes now
+        job = _job_urn(service, parts)
+        starts = sorted({end for e in service.store.edges(process=job) for end in (e.source, e.target)})
+        starts = [urn for urn in starts if "#" not in urn]
+        if not starts:
+            return {"graph": []}
     elif kind == "dataset":
-        urn = _dataset_urn(service, parts, fields=0)
+        starts = [_dataset_urn(service, parts, fields=0)]
     else:
         raise RequestError("nodeId must name a dataset or a job (dataset:<ns>:<name>)", "nodeId")
-    view = service.lineage([urn], "both", TraversalFilters(depth=depth))
+    view = service.lineage(starts, "both", TraversalFilters(depth=depth))
     return {"graph": _dataset_job_graph(view.nodes, view.edges)}
 
 
@@ -163,10 +170,7 @@ def _job_urn(service: Tracelake, rest: str) -> str:
 
 
 def _job_name(process: str) -> tuple[str, str]:
-    if process.startswith(PROCESS_KIND + "/"):
-        namespace, _, name = process[len(PROCESS_KIND) + 1 :].partition("/")
-        return namespace, name
-    return TRACELAKE_NAMESPACE, process
+    return job_of(process) or (TRACELAKE_NAMESPACE, process)
 
 
 def _dataset_id(urn: str) -> str:

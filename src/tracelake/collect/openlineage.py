@@ -53,8 +53,10 @@ from tracelake.model import (
     Transformation,
     UrnError,
     as_utc,
+    escape_hash,
     field_urn,
     resolve_node,
+    unescape_hash,
 )
 
 __all__ = ["PROCESS_KIND", "EventError", "event_to_batch", "events_to_batch", "job_urn"]
@@ -99,7 +101,15 @@ def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
 
 def job_urn(namespace: str, name: str) -> str:
     """The process URN of an OpenLineage job: `openlineage.job/<namespace>/<name>`."""
-    return _escape(f"{PROCESS_KIND}/{namespace}/{name}")
+    return escape_hash(f"{PROCESS_KIND}/{namespace}/{name}")
+
+
+def job_of(urn: str) -> tuple[str, str] | None:
+    """The OpenLineage (namespace, name) of a process URN made by `job_urn`; None for others."""
+    if not urn.startswith(PROCESS_KIND + "/"):
+        return None
+    namespace, _, name = urn[len(PROCESS_KIND) + 1 :].partition("/")
+    return unescape_hash(namespace), unescape_hash(name)
 
 
 def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
@@ -464,13 +474,13 @@ def _asset_urn(namespace: str, name: str, file_format: str | None) -> str:
     scheme = SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
     authority = authority.rstrip("/")
     if not _SYSTEM.fullmatch(scheme):
-        return _escape(f"openlineage.dataset/{namespace}/{name}")
+        return escape_hash(f"openlineage.dataset/{namespace}/{name}")
     if scheme == "file":
         # `file://host` is a remote file system; Tracelake's file URNs carry no host
-        return _escape(file_urn(file_format or "", name))
+        return escape_hash(file_urn(file_format or "", name))
     if separator and scheme in _FILE_SCHEMES:
         # object stores' names are keys without a leading slash; other file systems' are paths
-        return _escape(file_urn(file_format or "", f"{scheme}://{authority}/{name.lstrip('/')}"))
+        return escape_hash(file_urn(file_format or "", f"{scheme}://{authority}/{name.lstrip('/')}"))
     if scheme == "hive" and "/" not in name and "#" not in name:
         try:
             return resolve_node(name)
@@ -479,12 +489,7 @@ def _asset_urn(namespace: str, name: str, file_format: str | None) -> str:
     if separator and authority and scheme not in _HOSTLESS:
         # two servers' `db.schema.table` are two datasets
         name = f"{authority}/{name}"
-    return _escape(f"{scheme}.{_KINDS.get(scheme, 'dataset')}/{name}")
-
-
-def _escape(urn: str) -> str:
-    # `#` starts a field path in a URN, so one inside a dataset or job name must not read as one
-    return urn.replace("#", "%23")
+    return escape_hash(f"{scheme}.{_KINDS.get(scheme, 'dataset')}/{name}")
 
 
 # -- one batch out of many records ----------------------------------------------------------------

@@ -52,7 +52,7 @@ from openlineage.client.transport.http import (
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
 from tracelake import __version__
-from tracelake.model import FlowEdge, LineageBatch, Process, Run, UrnError, as_utc, utcnow
+from tracelake.model import FlowEdge, LineageBatch, Process, Run, UrnError, as_utc, unescape_hash, utcnow
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -102,6 +102,7 @@ def dataset_name(urn: str) -> tuple[str, str]:
     system = head.partition(".")[0]
     if not slash or not name or not system:
         raise UrnError(f"{urn!r} is not an asset URN of the form <system>.<kind>/<name>")
+    name = unescape_hash(name)  # a `#` in a dataset's name, escaped when it was collected
     if system == "file":
         return _file_dataset(name)
     return system, name

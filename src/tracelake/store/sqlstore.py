@@ -529,10 +529,7 @@ class LineageStore:
     def graph_version(self) -> int:
         """Grows with every ingest; an in-memory index reloads when it changes."""
         with self.engine.connect() as conn:
-            value = conn.execute(
-                sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
-            )
-            return value.scalar() or 0
+            return conn.execute(_GRAPH_VERSION).scalar() or 0
 
     def snapshot(self) -> GraphSnapshot:
         """All nodes and edge versions as arrays (one consistent read).
@@ -561,8 +558,7 @@ class LineageStore:
             n.c.kind,
         ).order_by(n.c.id)
         with self.engine.connect() as conn, conn.begin():
-            version_query = sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
-            version = conn.execute(version_query).scalar() or 0
+            version = conn.execute(_GRAPH_VERSION).scalar() or 0
             edge_rows = _fetch_raw(conn, edge_query)
             node_rows = _fetch_raw(conn, node_query)
         edge_columns = np.array(edge_rows, dtype=np.int64).reshape(-1, 9).T
@@ -590,7 +586,7 @@ class LineageStore:
         wanted = list(dict.fromkeys(urns))
         with self.engine.connect() as conn:
             for chunk in _chunks(wanted):
-                for row in conn.execute(sa.select(s.nodes).where(s.nodes.c.urn.in_(chunk))):
+                for row in conn.execute(_NODES_BY_URN, {"urns": list(chunk)}):
                     found[row.urn] = _node_record(row)
         return found
 
@@ -733,7 +729,10 @@ class LineageStore:
         )
 
 
-# The statements of the ingest path, built once: building one cost more than running it.
+# The statements of the ingest path and of every query, built once: building one cost more
+# than running it.
+_GRAPH_VERSION = sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
+_NODES_BY_URN = sa.select(s.nodes).where(s.nodes.c.urn.in_(sa.bindparam("urns", expanding=True)))
 _NODE_VALUES = sa.select(
     s.nodes.c.id,
     s.nodes.c.owner,

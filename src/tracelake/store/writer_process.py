@@ -6,9 +6,14 @@ same `submit(batches) -> Future` as `GroupCommit`; a child process on the same s
 everything that arrived while it was writing the last group and writes it as the next one
 (`write_group`, as the thread does), in one thread. Batches travel pickled over a pipe; a
 group's answers come back in one message: each caller's ticket and, if its write failed, the
-error. Callers are answered only after their own
-batches are committed, exactly as in process; if the child dies, every waiting caller gets an
-error (nothing is acknowledged that was not committed) and the next submit starts a new child.
+error. Callers are answered only after their own batches are committed, exactly as in process;
+if the child dies, every waiting caller gets an error (nothing is acknowledged that was not
+committed) and the next submit starts a new child.
+
+The child is `python -m tracelake.store.writer_process` over a socket pair, not a
+`multiprocessing` spawn: a spawned child imports the parent's main module again, which runs
+the server a second time from a script without a `__main__` guard and fails outright from
+`python -` (stdin). The store URL, which may hold a password, goes over the socket, not argv.
 
 A store that lives only in memory (`sqlite://`) cannot be shared with another process: use
 `GroupCommit` for it (`writer_for` chooses).
@@ -18,14 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -53,7 +59,7 @@ class WriterProcess:
         self._lock = threading.Lock()  # one sender at a time; guards the child and the waiting
         self._tickets = itertools.count()
         self._waiting: dict[int, Future[None]] = {}
-        self._child: Any = None  # multiprocessing's SpawnProcess
+        self._child: subprocess.Popen[bytes] | None = None
         self._pipe: Connection | None = None
 
     def submit(self, batches: Sequence[LineageBatch]) -> Future[None]:
@@ -78,24 +84,25 @@ class WriterProcess:
             with contextlib.suppress(OSError):  # already gone
                 pipe.send(None)
         if child is not None:
-            child.join(30)
-            if child.is_alive():
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
                 child.kill()
-                child.join()
+                child.wait()
 
     def _start(self) -> Connection:
-        context = multiprocessing.get_context("spawn")  # no fork: the parent has threads
-        ours, theirs = context.Pipe()
-        child = context.Process(
-            target=_serve, args=(self.url, theirs, self.max_group), name="tracelake-writer", daemon=True
-        )
-        child.start()
-        theirs.close()
-        self._child, self._pipe = child, ours
+        ours, theirs = socket.socketpair()
+        with theirs:
+            child = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+            )
+        pipe = Connection(ours.detach())
+        pipe.send((self.url, self.max_group))
+        self._child, self._pipe = child, pipe
         threading.Thread(
-            target=self._read, args=(ours,), name="tracelake-writer-answers", daemon=True
+            target=self._read, args=(pipe,), name="tracelake-writer-answers", daemon=True
         ).start()
-        return ours
+        return pipe
 
     def _read(self, pipe: Connection) -> None:
         """Resolve callers' futures from the child's answers (one message a group), until it is gone."""
@@ -119,12 +126,13 @@ class WriterProcess:
             done.set_exception(WriterError("the writer process stopped before answering"))
 
 
-def _serve(url: str, pipe: Connection, max_group: int) -> None:
+def _serve(pipe: Connection) -> None:
     """In the child, one thread: take everything that arrived while the last group was being
     written, write it as the next group, answer every ticket of it in one message."""
     # Ctrl-C in a terminal reaches the whole process group; the parent decides when the child
     # stops (`close`, or its own end, which ends the pipe), so nothing it sent is dropped.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    url, max_group = pipe.recv()
     store = LineageStore(url)
     groups = 0
     closing = False
@@ -155,5 +163,9 @@ def _receive(pipe: Connection) -> tuple[int, list[LineageBatch]] | None:
     """The next (ticket, batches), or None for a close or a parent that is gone."""
     try:
         return pipe.recv()  # type: ignore[no-any-return]
-    except EOFError:
+    except (EOFError, ConnectionResetError):
         return None
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1])))
