@@ -5,10 +5,11 @@ The store: `bench/store.py`'s layered synthetic lake (`traversal_lake`: ~1,000,0
 file, or reused from `--store` when this bench built it for the same size and seed (a `.bench.json`
 beside it says so). The server is `create_app(Tracelake(LineageStore(path)))` under uvicorn with the
 settings of `tracelake serve` (one worker; asyncio and h11 unless uvloop/httptools are installed),
-in a process of its own, so the clients' GIL is not the server's. Clients are threads, each with
+in a process of its own, so the clients' GIL is not the server's; as under `tracelake serve`, it
+writes ingested events through its writer process. Clients are threads, each with
 one keep-alive connection, sending back to back (a closed loop, no think time) for a bounded time.
 Clients, server and the in-process measurements all share this machine's cores; the `cpu` columns
-say how much of a core the server and the clients used.
+say how much of a core the server (API and writer processes) and the clients used.
 
 (a) Queries: GET /api/tracelake/v1/lineage?node=…&direction=…&depth=5 from `--clients` (8)
 `requests.Session`s for `--seconds` (20) per direction, cycling over `--starts` (200) starts a
@@ -31,8 +32,8 @@ job and run id each, 2 existing lake tables in, a new table out, 3 output fields
 columnLineage) to the Marquez-compatible POST /api/v1/lineage, one event a request, for
 `--ingest-seconds` (15), into a copy of the store (the query store is left as it was). These
 clients use `http.client`: a `requests` call costs ~0.65 ms of CPU, which on 2 cores would take a
-core from the server at these rates. The server reports its CPU time, its group-commit transactions
-and the CPU its writer spends in `LineageStore.ingest`. Then the server is stopped and the copy
+core from the server at these rates. The server reports its CPU time and its writer's transactions
+and CPU time. Then the server is stopped and the copy
 read: every job answered 201 must be a node `openlineage.job/<namespace>/<name>` and its run a row
 of `runs` ("no lost event"). In the same run, in this process, one thread, on the same copy:
   baseline: the same kind of events, `event_to_batch` + `LineageStore.ingest` one transaction each
