@@ -182,6 +182,20 @@ def test_show_lists_fields_and_edges(db: str) -> None:
     assert {e["source"] for e in node["inputs"]} == {f"{T}dating.abuse_reports", f"{T}dating.user_profile"}
 
 
+def test_show_as_of_a_date_lists_the_edges_of_then(db: str) -> None:
+    ingest_example(db)
+
+    # before the latest recent_reports (2024-03-12) joined user_profile into safety_training_tbl
+    code, out, err = run(
+        "show", "dating.safety_training_tbl", "--as-of", "2024-03-11", "--format", "json", "--db", db
+    )
+    now = json.loads(run("show", "dating.safety_training_tbl", "--format", "json", "--db", db)[1])
+
+    assert code == 0, err
+    assert {e["source"] for e in json.loads(out)["inputs"]} == {f"{T}dating.safety_log_tbl"}
+    assert {e["source"] for e in now["inputs"]} == {f"{T}dating.safety_log_tbl", f"{T}dating.user_profile"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

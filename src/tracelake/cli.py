@@ -297,10 +297,13 @@ def paths(
 def show(
     node: Annotated[str, typer.Argument(help="A URN or table name")],
     output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="The edges as they were then (ISO date/time)")
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """A node's properties, its fields and the edges in and out of it now."""
-    details = open_service(db).show(node)
+    """A node's properties, its fields and the edges in and out of it now (or then, with --as-of)."""
+    details = open_service(db).show(node, as_of=parse_time(as_of, "--as-of"))
     record = details.node
     if output is OutputFormat.json:
         print(json.dumps(details.to_json(), indent=2))

@@ -237,13 +237,13 @@ class Tracelake:
         found = traverse.paths(index, start, end, max_depth=max_depth, **kwargs)
         return [[_edge_view(index.edge(p)) for p in path] for path in found]
 
-    def show(self, name: str) -> NodeDetails:
-        """One node with its fields and the edges that enter and leave it now."""
+    def show(self, name: str, *, as_of: datetime | None = None) -> NodeDetails:
+        """One node with its fields and the edges that enter and leave it now (or at `as_of`)."""
         (urn,) = self.resolve([name])
         node = self.store.node(urn)
         if node is None:  # the index knew it but the store no longer does: a race with a reset
             raise UnknownNodeError(name)
-        edges = [_edge_view(e) for e in self.store.edges(touching=urn)]
+        edges = [_edge_view(e) for e in self.store.edges(touching=urn, as_of=as_of)]
         return NodeDetails(
             node=node,
             fields=self.store.fields_of(urn) if node.node_type == "asset" else [],

@@ -226,6 +226,11 @@ def test_as_of_shows_the_older_lineage_and_collapse_removes_what_only_it_reached
     expect(box(page, PROFILE)).to_have_count(0)
     idle(page)
     assert boxes(page) == {TRAINING: 0, SAFETY_LOG: -1, LATEST: 1}
+    # the details panel follows the date: the root's inputs then were safety_log_tbl alone
+    inputs = page.get_by_test_id("details-inputs")
+    expect(page.get_by_test_id("details")).to_contain_text("Inputs on 2024-03-11 (1)")
+    expect(inputs).to_contain_text("safety_log_tbl")
+    expect(inputs).not_to_contain_text("user_profile")
 
     toggle(page, SAFETY_LOG, "upstream").click()
     expect(box(page, ABUSE)).to_be_visible()
@@ -238,6 +243,8 @@ def test_as_of_shows_the_older_lineage_and_collapse_removes_what_only_it_reached
 
     page.locator("#as-of-clear").click()  # back to now
     expect(box(page, PROFILE)).to_have_attribute("data-level", "-1")
+    expect(page.get_by_test_id("details")).to_contain_text("Inputs (2)")
+    expect(inputs).to_contain_text("user_profile")
 
 
 def test_columns_column_lineage_transformation_filter_and_screenshot(

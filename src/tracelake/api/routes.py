@@ -98,9 +98,9 @@ def paths(
 
 
 @router.get("/nodes/{name:path}", dependencies=[READ])
-def node(service: Service, name: str) -> dict[str, Any]:
-    """One node: its properties, fields, and the edges into and out of it now."""
-    return service.show(name).to_json()
+def node(service: Service, name: str, as_of: datetime | None = None) -> dict[str, Any]:
+    """One node: its properties, fields, and the edges into and out of it now (or at `as_of`)."""
+    return service.show(name, as_of=as_of).to_json()
 
 
 @router.get("/search", dependencies=[READ])

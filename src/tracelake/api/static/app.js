@@ -46,7 +46,7 @@ const state = {
   edges: [], // visible table edges
   adjacency: new Map(),
   pages: new Map(), // level → offset of its first shown box
-  details: new Map(), // urn → GET /nodes/{urn}
+  details: new Map(), // `${urn}|${as_of}` → GET /nodes/{urn}?as_of=…
   openColumns: new Set(),
   allFields: new Set(), // boxes showing every column
   selected: null,
@@ -184,10 +184,15 @@ function filterParams() {
   if (transformations.length && transformations.length < TRANSFORMATIONS.length) {
     params.transformation = transformations;
   }
-  const asOf = $("#as-of").value;
-  if (asOf) params.as_of = `${asOf}T23:59:59Z`; // the graph as it was at the end of that day (UTC)
+  const asOf = asOfParam();
+  if (asOf) params.as_of = asOf;
   if ($("#direct-only").checked) params.direct_only = true;
   return params;
+}
+
+function asOfParam() {
+  const day = $("#as-of").value;
+  return day ? `${day}T23:59:59Z` : null; // the graph as it was at the end of that day (UTC)
 }
 
 function checked(container) {
@@ -360,10 +365,16 @@ async function toggleSide(urn, dir) {
   if (state.fieldLineage && levelSpan() > state.fieldLineage.depth) await loadFieldLineage();
 }
 
+// A node's details as of the date picked (its edges then; its properties and fields as now).
+function detailsOf(urn) {
+  return state.details.get(`${urn}|${asOfParam() || ""}`);
+}
+
 async function ensureDetails(urn) {
-  if (state.details.has(urn)) return state.details.get(urn);
-  const details = await fetchJSON(`nodes/${encodeURIComponent(urn)}`);
-  state.details.set(urn, details);
+  const key = `${urn}|${asOfParam() || ""}`;
+  if (state.details.has(key)) return state.details.get(key);
+  const details = await fetchJSON(`nodes/${encodeURIComponent(urn)}`, { as_of: asOfParam() });
+  state.details.set(key, details);
   if (!isField(urn)) {
     mergeNode({
       id: urn, kind: details.kind, type: details.type, owner: details.owner, layer: details.layer,
@@ -467,6 +478,17 @@ async function onFiltersChanged() {
   recompute();
   render();
   if (state.selected && isField(state.selected)) await loadFieldLineage();
+  // details (and the columns they list) are kept per as-of date: read those now on screen
+  const shown = new Set(state.openColumns);
+  if (state.selected) shown.add(state.selected);
+  try {
+    await Promise.all([...shown].map((urn) => ensureDetails(urn)));
+  } catch (error) {
+    showError(error);
+  }
+  if (generation !== state.generation) return;
+  render();
+  renderDetails();
 }
 
 async function loadViolations() {
@@ -493,7 +515,7 @@ async function loadViolations() {
 // ------------------------------------------------------------------ layout
 
 function visibleFields(urn) {
-  const details = state.details.get(urn);
+  const details = detailsOf(urn);
   if (!details) return { rows: [], hidden: 0, loading: true };
   const fields = details.fields || [];
   if (state.allFields.has(urn) || fields.length <= MAX_FIELDS) return { rows: fields, hidden: 0 };
@@ -856,7 +878,7 @@ function renderDetails() {
     html("div", { class: "placeholder" }, panel, "Select a box or a column to see its details.");
     return;
   }
-  const details = state.details.get(urn);
+  const details = detailsOf(urn);
   const node = details || state.nodes.get(urn) || { id: urn };
   html("h2", { "data-testid": "details-name" }, panel, shortName(urn));
   html("div", { class: "urn", "data-testid": "details-urn" }, panel, urn);
@@ -906,9 +928,10 @@ function renderDetails() {
     html("div", { class: "muted" }, panel, "loading…");
     return;
   }
-  const now = $("#as-of").value ? " now" : ""; // details are the current graph, whatever the as-of date
-  renderFlows(panel, `Inputs${now}`, details.inputs || [], "source", "details-inputs");
-  renderFlows(panel, `Outputs${now}`, details.outputs || [], "target", "details-outputs");
+  const day = $("#as-of").value;
+  const when = day ? ` on ${day}` : "";
+  renderFlows(panel, `Inputs${when}`, details.inputs || [], "source", "details-inputs");
+  renderFlows(panel, `Outputs${when}`, details.outputs || [], "target", "details-outputs");
 }
 
 function renderColumnLineage(panel, urn) {
