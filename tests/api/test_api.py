@@ -165,6 +165,18 @@ def test_the_openlineage_python_clients_http_transport_works_unchanged(url: str)
     assert {e["process"] for e in node["inputs"]} == {"openlineage.job/dbt/analytics.religion_buckets"}
 
 
+def test_kinds_lists_the_asset_kinds_the_kind_filter_takes(url: str) -> None:
+    assert get(url, f"{API}/kinds") == {"asset_kinds": ["hive.table"]}  # the query log's tables only
+    requests.post(f"{url}/api/v1/lineage", json=run_event(), timeout=10).raise_for_status()
+    assert get(url, f"{API}/kinds") == {"asset_kinds": ["hive.table", "kafka.topic"]}
+
+    downstream = {"node": "ads.user_segments", "direction": "downstream"}
+    every_kind = get(url, f"{API}/lineage", **downstream)
+    tables_only = get(url, f"{API}/lineage", **downstream, kind="hive.table")
+    assert "kafka.topic/ads.export_topic" in {n["id"] for n in every_kind["nodes"]}
+    assert "kafka.topic/ads.export_topic" not in {n["id"] for n in tables_only["nodes"]}
+
+
 def test_a_malformed_event_is_a_400_naming_the_json_path_and_is_recorded(url: str) -> None:
     event = run_event()
     del event["job"]["name"]

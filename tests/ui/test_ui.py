@@ -247,6 +247,28 @@ def test_as_of_shows_the_older_lineage_and_collapse_removes_what_only_it_reached
     expect(inputs).to_contain_text("user_profile")
 
 
+def test_the_asset_kind_filter_keeps_the_walk_to_the_kinds_ticked(page: Page, url: str) -> None:
+    training, model = "hive.table/dating.dating_training_tbl", "ai.model/dating_ranking_model"
+    open_asset(page, url, training)
+    expect(box(page, model)).to_be_visible()  # the ranking model is trained on the table
+    # the kinds offered are the graph's: tables, the ML configs' features and models, endpoints
+    kinds = page.locator("#kinds input")
+    expect(kinds).to_have_count(4)
+    assert [k.get_attribute("value") for k in kinds.all()] == [
+        "ai.feature",
+        "ai.model",
+        "hive.table",
+        "web.endpoint",
+    ]
+
+    page.get_by_test_id("filter-ai.model").uncheck()
+    expect(box(page, model)).to_have_count(0)
+    expect(box(page, training)).to_be_visible()
+
+    page.get_by_test_id("kinds-all").click()
+    expect(box(page, model)).to_be_visible()
+
+
 def test_columns_column_lineage_transformation_filter_and_screenshot(
     page: Page, url: str, tmp_path: Path
 ) -> None:

@@ -103,6 +103,12 @@ def node(service: Service, name: str, as_of: datetime | None = None) -> dict[str
     return service.show(name, as_of=as_of).to_json()
 
 
+@router.get("/kinds", dependencies=[READ])
+def kinds(service: Service) -> dict[str, list[str]]:
+    """The asset kinds in the graph: the values the `kind` filter takes."""
+    return {"asset_kinds": service.index().asset_kinds()}
+
+
 @router.get("/search", dependencies=[READ])
 def search(
     service: Service,

@@ -210,6 +210,11 @@ class GraphIndex:
         asset = int(self.asset_of[position])
         return self.urns[asset] if asset >= 0 else None
 
+    def asset_kinds(self) -> list[str]:
+        """The kinds of the assets the graph holds (`hive.table`, `ai.model`…), sorted."""
+        codes = np.unique(self.kind_codes[self.node_types == ASSET])
+        return sorted(self.kinds[int(code)] for code in codes)
+
     def kind_mask(self, kinds: set[str]) -> np.ndarray:
         """A bool table over `kinds` codes; kinds the index has never seen simply match nothing."""
         return np.array([kind in kinds for kind in self.kinds], dtype=bool)

@@ -152,7 +152,8 @@ async function fetchJSON(path, params = {}, { ask = true, retried = false } = {}
     const response = await fetch(url, { headers });
     if (response.status === 401 && ask && !retried) {
       if (await askToken()) {
-        if (!state.violations) loadViolations(); // it did not ask: try again with the token
+        if (!state.violations) loadViolations(); // these did not ask: try again with the token
+        if (!$("#kinds input")) loadKinds();
         return fetchJSON(path, params, { ask, retried: true });
       }
     }
@@ -184,6 +185,8 @@ function filterParams() {
   if (transformations.length && transformations.length < TRANSFORMATIONS.length) {
     params.transformation = transformations;
   }
+  const kinds = checked("#kinds");
+  if (kinds.length < document.querySelectorAll("#kinds input").length) params.kind = kinds.length ? kinds : [""];
   const asOf = asOfParam();
   if (asOf) params.as_of = asOf;
   if ($("#direct-only").checked) params.direct_only = true;
@@ -1049,12 +1052,21 @@ async function search(text) {
 
 // ------------------------------------------------------------------ wiring
 
-function buildChecks(container, values) {
+function buildChecks(container, values, label = (value) => value.toLowerCase().replace(/_/g, " ")) {
   const box = $(container);
   for (const value of values) {
-    const label = html("label", { class: "check" }, box);
-    html("input", { type: "checkbox", value, checked: "checked", "data-testid": `filter-${value}` }, label);
-    label.append(value.toLowerCase().replace(/_/g, " "));
+    const row = html("label", { class: "check" }, box);
+    html("input", { type: "checkbox", value, checked: "checked", "data-testid": `filter-${value}` }, row);
+    row.append(label(value));
+  }
+}
+
+async function loadKinds() {
+  try {
+    const { asset_kinds: kinds } = await fetchJSON("kinds", {}, { ask: false });
+    if (!$("#kinds input")) buildChecks("#kinds", kinds, (kind) => kind);
+  } catch {
+    // not allowed yet: loaded again once a token is given
   }
 }
 
@@ -1186,7 +1198,8 @@ function init() {
     if (item) focus(item.dataset.urn);
   });
 
-  for (const selector of ["#min-confidence", "#as-of", "#direct-only", "#signals", "#transformations"]) {
+  loadKinds();
+  for (const selector of ["#min-confidence", "#as-of", "#direct-only", "#signals", "#transformations", "#kinds"]) {
     $(selector).addEventListener("change", onFiltersChanged);
   }
   $("#as-of-clear").addEventListener("click", () => {
