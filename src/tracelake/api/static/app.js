@@ -186,6 +186,7 @@ function filterParams() {
     params.transformation = transformations;
   }
   const kinds = checked("#kinds");
+  // none ticked: ask for a kind no asset has, so the walk steps nowhere
   if (kinds.length < document.querySelectorAll("#kinds input").length) params.kind = kinds.length ? kinds : [""];
   const asOf = asOfParam();
   if (asOf) params.as_of = asOf;
@@ -369,12 +370,11 @@ async function toggleSide(urn, dir) {
 }
 
 // A node's details as of the date picked (its edges then; its properties and fields as now).
-function detailsOf(urn) {
-  return state.details.get(`${urn}|${asOfParam() || ""}`);
-}
+const detailsKey = (urn) => `${urn}|${asOfParam() || ""}`;
+const detailsOf = (urn) => state.details.get(detailsKey(urn));
 
 async function ensureDetails(urn) {
-  const key = `${urn}|${asOfParam() || ""}`;
+  const key = detailsKey(urn);
   if (state.details.has(key)) return state.details.get(key);
   const details = await fetchJSON(`nodes/${encodeURIComponent(urn)}`, { as_of: asOfParam() });
   state.details.set(key, details);
