@@ -78,7 +78,7 @@ from urllib.parse import urlencode, urlsplit
 import numpy as np
 import requests
 
-from machine import load_change, python_machine
+from machine import load_change, print_header, python_machine
 from store import traversal_lake
 from tracelake.collect.openlineage import event_to_batch
 from tracelake.graph.index import ASSET, FIELD, GraphIndex
@@ -322,9 +322,10 @@ def run_load(
     return result
 
 
-def header_line(rate: str) -> str:
+def print_load_header(rate: str) -> None:
+    """The columns of `load_row`, and a rule under them."""
     columns = "".join(f"{name:>9}" for name in ("requests", rate, "p50", "p90", "p99", "max"))
-    return f"{'load':46}{'cl.':>4}{columns}{'failed':>8}{'srv cpu':>9}{'cli cpu':>9}"
+    print_header(f"{'load':46}{'cl.':>4}{columns}{'failed':>8}{'srv cpu':>9}{'cli cpu':>9}")
 
 
 def load_row(label: str, load: Load) -> None:
@@ -582,9 +583,7 @@ def bench_queries(path: Path, args: argparse.Namespace) -> tuple[float, list[str
         f"\nover HTTP, closed loop, {args.seconds:g} s per load, milliseconds; "
         f"index builds in the server: {server['index_builds']}"
     )
-    header = header_line("req/s")
-    print(header)
-    print("-" * len(header))
+    print_load_header("req/s")
     load_row(f"GET {QUERY_PATH} downstream", loads["downstream"])
     load_row(f"GET {QUERY_PATH} upstream", loads["upstream"])
     load_row("  downstream, one client alone", loads["alone"])
@@ -595,9 +594,7 @@ def bench_queries(path: Path, args: argparse.Namespace) -> tuple[float, list[str
     print(f"server CPU ms a request: {per_request}  (cpu columns: CPU time over wall time, 100% = a core)")
 
     print(f"\nthe same closures in this process, one start at a time, ms (CTE: {budget:g} s at most)")
-    header = f"{'way':46}{'starts':>13}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}"
-    print(header)
-    print("-" * len(header))
+    print_header(f"{'way':46}{'starts':>13}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}")
     for direction in DIRECTIONS:
         timing_row(f"ours: Tracelake.lineage + to_json, {direction}", ours_times[direction], args.starts)
     for direction in DIRECTIONS:
@@ -718,10 +715,8 @@ def bench_ingest(path: Path, workdir: Path, args: argparse.Namespace) -> tuple[f
     lost = len(posted) - min(jobs, runs)
     sent = len(load.latencies) + load.failed
 
-    header = header_line("ev/s")
     print(f"\nover HTTP, closed loop, {args.ingest_seconds:g} s, milliseconds per POST")
-    print(header)
-    print("-" * len(header))
+    print_load_header("ev/s")
     load_row(f"POST {MARQUEZ_PATH}", load)
     print(
         f"group commit: {load.groups:,} transactions for {len(load.latencies):,} events "
@@ -800,9 +795,7 @@ def bench_mixed(path: Path, workdir: Path, args: argparse.Namespace, starts: lis
         f"2 clients post an event every 100 ms each ({ingest.rate:.1f} events/s acknowledged) while "
         f"{queriers} clients ask depth-5 downstream lineage, {args.seconds:g} s, milliseconds"
     )
-    header = header_line("req/s")
-    print(header)
-    print("-" * len(header))
+    print_load_header("req/s")
     load_row(f"GET {QUERY_PATH} downstream", queries)
     print(
         f"index builds during the load: {builds}, behind the readers (they keep the index they have while "

@@ -1,4 +1,5 @@
-"""What the benchmarks print about the machine they ran on, and the plain BFS they share as a floor."""
+"""What the benchmarks print about the machine they ran on, their table headers, and the plain BFS
+they share as a floor."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def python_machine(extra: str = "") -> str:
         f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
         f"{platform.machine()}, {os.cpu_count()} cores{', ' + extra if extra else ''}"
     )
+
+
+def print_header(header: str) -> None:
+    """A table's column names and a rule under them."""
+    print(header)
+    print("-" * len(header))
 
 
 def python_bfs(adjacency: dict[int, list[int]], starts: list[int]) -> set[int]:

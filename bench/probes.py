@@ -62,7 +62,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-from machine import load_change, python_machine
+from machine import load_change, print_header, python_machine
 from tracelake.api.server import serve_in_thread
 from tracelake.collect.probes import ProbeConfig, Probes, ProbeStats, StoreShipper
 from tracelake.store import LineageStore
@@ -218,8 +218,7 @@ def bench_in_process(variants: list[Variant], args: argparse.Namespace, director
     header = (
         f"{'variant':<24}{'median µs':>11}{'p99 µs':>10}{'mean µs':>10}{'added median':>15}{'added mean':>13}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     base = variants[0].times
     base_median, base_mean = statistics.median(base), round_mean(base, args.rounds)
     for variant in variants:
@@ -305,8 +304,7 @@ def bench_http(variants: list[Variant], args: argparse.Namespace, directory: Pat
         f"{'variant':<24}{'requests':>10}{'req/s':>9}{'p50 µs':>10}{'p99 µs':>10}{'added p50':>12}"
         f"{'p50 per round':>22}{'errors':>8}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     base_p50 = statistics.median(variants[0].latencies) if variants[0].latencies else 0.0
     for variant in variants:
         latencies = variant.latencies

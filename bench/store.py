@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from machine import python_bfs
+from machine import print_header, python_bfs
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import lineage
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation
@@ -316,8 +316,7 @@ def bench_traversal(workdir: Path, target_edges: int, repeats: int, seed: int) -
     header = (
         f"{'start':24}{'reached':>9}{'edges':>11}  {'tracelake':>15}  {'python BFS':>15}  {'networkx':>15}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     picks = pick_starts(index)
     for label, starts in picks:
         positions = [index.positions[urn] for urn in starts]
