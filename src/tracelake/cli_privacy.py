@@ -29,6 +29,7 @@ from tracelake.privacy.queue import RequestQueue
 from tracelake.privacy.runner import MAX_IDS, RunReport, SubJob, run_requests
 from tracelake.privacy.search import Bounds, RequestError
 from tracelake.privacy.targets import declare, find_targets
+from tracelake.privacy.verify import verify
 from tracelake.privacy.writer import build_index
 from tracelake.store import LineageStore
 
@@ -77,6 +78,53 @@ def index_command(
         f"{report.seconds:.1f}",
     )
     out.print(table)
+
+
+@privacy_app.command("verify")
+@friendly_errors
+def verify_command(
+    path: Annotated[Path, typer.Argument(help="A Parquet dataset folder")],
+    identity: Annotated[
+        list[str] | None,
+        typer.Option("--identity", "-i", help="An identity column (repeatable) [default: the index's]"),
+    ] = None,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Rebuild wrong filters and index unindexed files (Spark)")
+    ] = False,
+    fpp: Annotated[float, typer.Option(help="Target false-positive rate of rebuilt filters")] = DEFAULT_FPP,
+) -> None:
+    """Check that each file's identity filters hold every id in it; --repair rebuilds those that do not.
+
+    Exits 1 while a wrong filter remains: a request could skip a file holding a requested id.
+    """
+    with _user_errors():
+        if repair:
+            with _spark() as spark:
+                report = verify(path, identity or (), repair_with=spark, fpp=fpp)
+        else:
+            report = verify(path, identity or ())
+    table = Table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
+    for column in ("files", "checked", "wrong", "repaired", "newly indexed", "unindexed", "seconds"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(report.files),
+        str(report.checked),
+        str(len({wrong.path for wrong in report.wrong})),
+        str(len(report.repaired)),
+        str(len(report.indexed)),
+        str(len(report.unindexed)),
+        f"{report.seconds:.1f}",
+    )
+    out.print(table)
+    for problem in report.index_problems:
+        err.print(f"index segment skipped: {problem}", soft_wrap=True)
+    for wrong in report.wrong:
+        err.print(f"wrong filter: {wrong.describe()}", soft_wrap=True)
+    if report.unindexed:
+        out.print(f"{len(report.unindexed)} files have no fresh filter: every request reads them")
+    if not report.ok:
+        err.print(f"run `tracelake privacy verify {report.root} --repair` to rebuild them", soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @privacy_app.command("declare")

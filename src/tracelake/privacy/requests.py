@@ -7,8 +7,10 @@ Delete is copy-on-write, file by file, and safe to kill at any point:
   1. search — which files hold matching rows, and how many each (Spark, exact);
   2. stage — every such file is rewritten without those rows into a staging folder, by one
      indexed write (so the new files come with their filters), each file read by one task;
-  3. verify — each staged file has exactly its original's rows minus the removed ones, and a
-     fresh search of the staged files finds nothing;
+  3. verify — each staged file has exactly its original's rows minus the removed ones, and
+     reading both again by the plain Arrow walk (`plain_ids`, not the Spark walk that chose
+     the rows) finds as many requested rows in the original as Spark removed, and none left
+     in the staged file;
   4. index — the new filters go into the dataset's index, bound to the original names with the
      staged files' size and modification time (they match only once the swap is done);
   5. swap — each staged file is renamed over its original (atomic: a reader sees the old file or
@@ -33,6 +35,7 @@ from urllib.parse import unquote
 
 from tracelake.model import fingerprint, utcnow
 from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan, list_data_files, staging_folder
+from tracelake.privacy.plain_ids import rows_holding
 from tracelake.privacy.search import (
     MATCHED_IDS,
     REQUESTS,
@@ -60,6 +63,10 @@ _FILE_NUMBER = "_tracelake_n"
 
 class DeleteError(RuntimeError):
     """A rewrite that failed its checks; nothing of that dataset was swapped."""
+
+
+class AccessError(RuntimeError):
+    """An export that does not hold every row the search matched."""
 
 
 @dataclass
@@ -106,18 +113,29 @@ def access(
         read_started = time.perf_counter()
         for request in receipts:  # a re-run replaces what an earlier run of the request exported
             shutil.rmtree(egress / request / dataset_slug(dataset.root), ignore_errors=True)
-        per_request: dict[str, int] = {}
+        per_request: dict[str, dict[str, int]] = {}
         passes = bounds.split(plan, files)
         for number, part in enumerate(passes, 1):
             step(f"{dataset.root} pass {number}/{len(passes)}")
-            found = matches(spark, read_files(spark, dataset, part), dataset.identity, batch)
-            for request, rows in _export(found, egress, dataset).items():
-                per_request[request] = per_request.get(request, 0) + rows
+            found = _matching(spark, dataset, part, batch).persist()
+            try:
+                matched: dict[str, dict[str, int]] = {}
+                _count_by_file(dataset, found, matched)
+                exported = _export(found.drop(SOURCE_FILE), egress, dataset)
+            finally:
+                found.unpersist()
+            for request, by_file in matched.items():
+                if exported.get(request, 0) != sum(by_file.values()):
+                    raise AccessError(
+                        f"{request}: {exported.get(request, 0)} rows of {dataset.root} exported, "
+                        f"{sum(by_file.values())} matched"
+                    )
+                for path, rows in by_file.items():
+                    per_request.setdefault(request, {})[path] = rows
         scan.scan_seconds = time.perf_counter() - read_started
         for request, receipt in receipts.items():
-            rows = per_request.get(request, 0)
-            receipt.datasets.append(_scan_with_rows(scan, rows))
-            receipt.rows += rows
+            receipt.datasets.append(_scan_for(scan, per_request.get(request, {})))
+            receipt.rows += receipt.datasets[-1].rows
     for request, receipt in receipts.items():
         receipt.seconds = time.perf_counter() - clock
         folder = egress / request
@@ -188,10 +206,10 @@ def _delete_from(
     scan = DatasetScan.of(plan)
     clock = time.perf_counter()
     removed: dict[str, int] = {}  # relative path -> rows removed
-    per_request: dict[str, int] = {}
+    per_request: dict[str, dict[str, int]] = {}
     for part in bounds.split(plan, files):
         step("search")
-        found, uris = _matching_rows(spark, batch, dataset, part, per_request)
+        found, uris = _count_by_file(dataset, _matching(spark, dataset, part, batch), per_request)
         if found:
             _rewrite(spark, batch, dataset, files, found, uris, staging, fpp, step)
             removed.update(found)
@@ -202,30 +220,35 @@ def _delete_from(
     DatasetIndex.load(root).compact()
     emptied = sum(1 for path in removed if not (root / path).exists())
     for request, receipt in receipts.items():
-        rows = per_request.get(request, 0)
-        receipt.datasets.append(_scan_with_rows(scan, rows))
-        receipt.rows += rows
+        receipt.datasets.append(_scan_for(scan, per_request.get(request, {})))
+        receipt.rows += receipt.datasets[-1].rows
         receipt.files_rewritten += len(removed) - emptied
         receipt.files_removed += emptied
 
 
-def _matching_rows(
-    spark: SparkSession, batch: Batch, dataset: Dataset, plan: ScanPlan, per_request: dict[str, int]
-) -> tuple[dict[str, int], dict[str, str]]:
-    """Rows to remove per file of `plan` (and the files' URIs as Spark names them)."""
+def _matching(spark: SparkSession, dataset: Dataset, plan: ScanPlan, batch: Batch) -> Any:
+    """The plan's rows holding an id of `batch`, with their requests and their file's URI."""
     from pyspark.sql import functions as F
 
     source = read_files(spark, dataset, plan).withColumn(SOURCE_FILE, F.input_file_name())
-    counted = matches(spark, source, dataset.identity, batch).groupBy(SOURCE_FILE, REQUESTS).count()
-    removed: dict[str, int] = {}
+    return matches(spark, source, dataset.identity, batch)
+
+
+def _count_by_file(
+    dataset: Dataset, found: Any, per_request: dict[str, dict[str, int]]
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Matched rows per file (each row once), also added per request and file to `per_request`;
+    and the files' URIs as Spark names them, by relative path."""
+    rows_by_file: dict[str, int] = {}
     uris: dict[str, str] = {}
-    for row in counted.collect():
+    for row in found.groupBy(SOURCE_FILE, REQUESTS).count().collect():
         relative = _relative(dataset.root, row[SOURCE_FILE])
         uris[relative] = row[SOURCE_FILE]
-        removed[relative] = removed.get(relative, 0) + row["count"]
+        rows_by_file[relative] = rows_by_file.get(relative, 0) + row["count"]
         for request in row[REQUESTS]:
-            per_request[request] = per_request.get(request, 0) + row["count"]
-    return removed, uris
+            by_file = per_request.setdefault(request, {})
+            by_file[relative] = by_file.get(relative, 0) + row["count"]
+    return rows_by_file, uris
 
 
 def _remove_empty(folder: Path) -> None:
@@ -283,12 +306,7 @@ def _rewrite(
             raise DeleteError(f"rewrite of {path} holds {actual} rows, not {expected}; nothing swapped")
         if new is not None and pq.read_schema(staging / new).names != pq.read_schema(root / path).names:
             raise DeleteError(f"rewrite of {path} does not have its columns; nothing swapped")
-    rewritten = [str(staging / new) for new in staged.values() if new is not None]
-    if rewritten:
-        check = spark.read.parquet(*rewritten)
-        left = check.where(holds(check, dataset.identity, batch.ids)).count()
-        if left:
-            raise DeleteError(f"{left} matching rows remain in the rewritten files; nothing swapped")
+    _check_rewrites(root, staging, staged, removed, dataset.identity, batch.ids)
 
     step("index")
     staged_index = DatasetIndex.load(staging).fresh(list_data_files(staging))
@@ -319,6 +337,36 @@ def _rewrite(
         step(f"swapped {path}")
 
 
+def _check_rewrites(
+    root: Path,
+    staging: Path,
+    staged: dict[str, str | None],
+    removed: dict[str, int],
+    identity: Sequence[str],
+    ids: Sequence[str],
+) -> None:
+    """Each original holds as many requested rows as Spark removed, its rewrite none, as the
+    plain Arrow walk reads them: a fault in the Spark walk fails the delete, never hides a row."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def holding(path: str) -> tuple[str, int, int]:
+        new = staged[path]
+        left = 0 if new is None else rows_holding(staging / new, identity, ids)
+        return path, rows_holding(root / path, identity, ids), left
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        for path, found, left in pool.map(holding, sorted(staged)):
+            if left:
+                raise DeleteError(
+                    f"rewrite of {path} still holds {left} rows with a requested id; nothing swapped"
+                )
+            if found != removed[path]:
+                raise DeleteError(
+                    f"{path} holds {found} rows with a requested id, but {removed[path]} were "
+                    "matched for removal; nothing swapped"
+                )
+
+
 def _schema_text(path: Path) -> str:
     import pyarrow.parquet as pq
 
@@ -332,10 +380,11 @@ def _relative(root: Path, uri: str) -> str:
     return local.relative_to(root).as_posix()
 
 
-def _scan_with_rows(scan: DatasetScan, rows: int) -> DatasetScan:
+def _scan_for(scan: DatasetScan, rows_by_file: dict[str, int]) -> DatasetScan:
+    """One request's view of a dataset's scan: the rows it matched, in all and per file."""
     from dataclasses import replace
 
-    return replace(scan, rows=rows)
+    return replace(scan, rows=sum(rows_by_file.values()), rows_by_file=dict(sorted(rows_by_file.items())))
 
 
 def _count_lines(path: Path) -> int:
@@ -348,4 +397,4 @@ def dataset_slug(root: Path) -> str:
     return f"{root.name}-{fingerprint(str(root))[:8]}"
 
 
-__all__ = ["DeleteError", "Receipt", "RequestError", "access", "dataset_slug", "delete"]
+__all__ = ["AccessError", "DeleteError", "Receipt", "RequestError", "access", "dataset_slug", "delete"]

@@ -50,6 +50,7 @@ class DatasetScan:
     unindexed: int
     full_scan: bool
     rows: int = 0
+    rows_by_file: dict[str, int] = field(default_factory=dict)  # matched rows per file read
     probe_seconds: float = 0.0
     scan_seconds: float = 0.0
 

@@ -113,13 +113,19 @@ def write(
 
 
 def build_index(
-    spark: SparkSession, path: str | Path, *, identity: Sequence[str], fpp: float = DEFAULT_FPP
+    spark: SparkSession,
+    path: str | Path,
+    *,
+    identity: Sequence[str],
+    fpp: float = DEFAULT_FPP,
+    rebuild: Sequence[str] = (),
 ) -> WriteReport:
     """Index the data files of a Parquet dataset written by anyone: those with no fresh filter.
 
     One Spark job reads only the identity columns of those files, each file whole in one task,
     and the same sink as `write` builds their filters. Files already indexed are left alone, so
-    running it again after new files arrive (or old ones were rewritten) refreshes the index.
+    running it again after new files arrive (or old ones were rewritten) refreshes the index;
+    `rebuild` names files (relative paths) whose filters are built again all the same.
     """
     from pyspark.sql import functions as F
 
@@ -129,11 +135,8 @@ def build_index(
     fingerprint_bits(fpp)
     root = Path(path).absolute()
     files = list_data_files(root)
-    todo = {
-        name: stamp
-        for name, stamp in files.items()
-        if name not in DatasetIndex.load(root).fresh(files, identity)
-    }
+    fresh, again = DatasetIndex.load(root).fresh(files, identity), set(rebuild)
+    todo = {name: stamp for name, stamp in files.items() if name not in fresh or name in again}
     report = WriteReport(root, 0, 0)
     if todo:
         staging = staging_folder(root, f"index-{uuid.uuid4().hex}")
