@@ -104,12 +104,22 @@ def verify_command(
         else:
             report = verify(path, identity or ())
     table = Table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
-    for column in ("files", "checked", "wrong", "repaired", "newly indexed", "unindexed", "seconds"):
+    for column in (
+        "files",
+        "checked",
+        "wrong",
+        "legacy",
+        "repaired",
+        "newly indexed",
+        "unindexed",
+        "seconds",
+    ):
         table.add_column(column, justify="right")
     table.add_row(
         str(report.files),
         str(report.checked),
         str(len({wrong.path for wrong in report.wrong})),
+        str(len(report.legacy)),
         str(len(report.repaired)),
         str(len(report.indexed)),
         str(len(report.unindexed)),
@@ -122,6 +132,12 @@ def verify_command(
         err.print(f"wrong filter: {wrong.describe()}", soft_wrap=True)
     if report.unindexed:
         out.print(f"{len(report.unindexed)} files have no fresh filter: every request reads them")
+    if report.legacy:
+        out.print(
+            f"{len(report.legacy)} files have filters built before null lists were handled: every request "
+            "reads them until --repair rebuilds them",
+            soft_wrap=True,
+        )
     if not report.ok:
         err.print(f"run `tracelake privacy verify {report.root} --repair` to rebuild them", soft_wrap=True)
         raise typer.Exit(1)

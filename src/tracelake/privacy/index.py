@@ -42,6 +42,10 @@ STAGING_DIR = "_staging"
 FULL_SCAN_AT = 0.8
 # Segments a dataset may gather (one per write) before `compact` folds them into one.
 COMPACT_AFTER = 16
+# Which walk over identity columns built a filter (`identity.id_texts`), kept with each filter.
+# Filters without one were built before a null list among an identity map's values stopped
+# hiding its row's other ids: they may lack ids, so they never rule a file out (`legacy`).
+ID_WALK = 2
 _PROBE_CHUNK = 1 << 20  # (filter, id) pairs probed per numpy pass
 
 
@@ -133,19 +137,27 @@ class DatasetIndex:
         return found
 
     def fresh(
-        self, files: dict[str, DataFile], columns: Iterable[str] | None = None
+        self, files: dict[str, DataFile], columns: Iterable[str] | None = None, *, legacy: bool = False
     ) -> dict[str, list[StoredFilter]]:
         """The files with an up-to-date filter for every column, and those filters.
 
         Up to date means written for the file as it is now: the newest filter whose size and
-        modification time match (a newer one may describe a rewrite that never landed).
+        modification time match (a newer one may describe a rewrite that never landed), and
+        built by the current walk unless `legacy` (to check old filters, never to skip files).
         """
         wanted = sorted(self.columns() if columns is None else set(columns))
         by_key = self.by_key()
         covered: dict[str, list[StoredFilter]] = {}
         for path, data_file in files.items():
             filters = [
-                next((s for s in by_key.get((path, column), []) if _matches(s, data_file)), None)
+                next(
+                    (
+                        s
+                        for s in by_key.get((path, column), [])
+                        if _matches(s, data_file) and (legacy or not is_legacy(s))
+                    ),
+                    None,
+                )
                 for column in wanted
             ]
             if wanted and all(stored is not None for stored in filters):
@@ -191,6 +203,7 @@ class DatasetIndex:
                     mtime_ns=data_file.mtime_ns,
                     column=column,
                     rows=rows,
+                    walk=ID_WALK,
                 )
             if not len(writer):
                 writer.abort()
@@ -202,16 +215,23 @@ class DatasetIndex:
         if len(self.segments) < (1 if force else COMPACT_AFTER):
             return None
         files = list_data_files(self.root) if files is None else files
-        live = [
-            (stored.filter, files[path], str(stored.meta["column"]), int(stored.meta.get("rows", 0)))
-            for path, filters in sorted(self.fresh(files).items())
-            for stored in filters
-        ]
-        merged = self.write_segment(live)
+        live = [stored for _, filters in sorted(self.fresh(files, legacy=True).items()) for stored in filters]
+        writer = SegmentWriter(new_segment_path(self.folder))
+        with writer:
+            for stored in live:  # as they were written: a legacy filter stays legacy
+                writer.add(stored.filter, **stored.meta)
+            if not len(writer):
+                writer.abort()
+        merged = writer.path if len(live) else None
         for segment in self.segments:
             if segment.path != merged:
                 segment.path.unlink(missing_ok=True)
         return merged
+
+
+def is_legacy(stored: StoredFilter) -> bool:
+    """Whether a filter was built by a walk older than the current one (see `ID_WALK`)."""
+    return int(stored.meta.get("walk", 1)) < ID_WALK
 
 
 def _matches(stored: StoredFilter, data_file: DataFile) -> bool:

@@ -4,9 +4,11 @@ An index must never rule out a file that holds a requested id. `verify` reads ev
 file's ids by the plain Arrow walk (`plain_ids`, not the Spark walk that built the filters),
 hashes them in Python (not in the JVM) and asks each file's filter for each of its ids. A file
 whose filter lacks any of them, or was built for another row count, is wrong: a request would
-skip it. With a Spark session, `verify` rebuilds those files' filters (and indexes the files that
-have none), then checks the rebuilt ones again. Indexes written before ids beside null lists
-were found (a null list in a map hid its row's other ids) are repaired this way.
+skip it. Filters built before ids beside null lists were found (a null list among a map's values
+hid its row's other ids; `index.ID_WALK`) are *legacy*: requests never skip a file for them, and
+`verify` checks them too, so it can say which files were really short. With a Spark session,
+`verify` rebuilds wrong and legacy filters (and indexes the files that have none), then checks
+the rebuilt ones again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.privacy.filters import DEFAULT_FPP, hash_ids
 from tracelake.privacy.identity import IdentityError
-from tracelake.privacy.index import DatasetIndex, list_data_files
+from tracelake.privacy.index import DatasetIndex, is_legacy, list_data_files
 from tracelake.privacy.plain_ids import distinct_ids
 from tracelake.privacy.segments import StoredFilter
 
@@ -56,8 +58,9 @@ class VerifyReport:
     root: Path
     columns: list[str]
     files: int = 0
-    checked: int = 0  # files with a fresh filter for every column, read and checked
+    checked: int = 0  # files with a filter for every column, read and checked
     unindexed: list[str] = field(default_factory=list)  # no fresh filter: always read, never skipped
+    legacy: list[str] = field(default_factory=list)  # filters of an older walk: always read, until rebuilt
     wrong: list[WrongFilter] = field(default_factory=list)  # still wrong at the end
     repaired: list[str] = field(default_factory=list)  # wrong, rebuilt and found right
     indexed: list[str] = field(default_factory=list)  # unindexed, now indexed by the repair
@@ -85,14 +88,15 @@ def verify(
     if not columns:
         raise IdentityError(f"{root} has no identity index; name its identity columns to index it")
     report = VerifyReport(root, columns, files=len(files), index_problems=list(index.problems))
-    covered = index.fresh(files, columns)
+    covered = index.fresh(files, columns, legacy=True)
     report.unindexed = sorted(path for path in files if path not in covered)
+    report.legacy = sorted(path for path, filters in covered.items() if any(map(is_legacy, filters)))
     report.checked = len(covered)
     report.wrong = _check(root, covered, columns)
-    if repair_with is not None and (report.wrong or report.unindexed):
+    if repair_with is not None and (report.wrong or report.unindexed or report.legacy):
         from tracelake.privacy.writer import build_index
 
-        rebuilt = sorted({wrong.path for wrong in report.wrong})
+        rebuilt = sorted({wrong.path for wrong in report.wrong} | set(report.legacy))
         build_index(repair_with, root, identity=columns, fpp=fpp, rebuild=rebuilt)
         files = list_data_files(root)
         covered = DatasetIndex.load(root).fresh(files, columns)
@@ -100,6 +104,7 @@ def verify(
         still = _check(root, redone, columns)
         wrong_now = {wrong.path for wrong in still}
         report.repaired = [path for path in rebuilt if path in redone and path not in wrong_now]
+        report.legacy = [path for path in report.legacy if path not in report.repaired]
         report.indexed = [path for path in report.unindexed if path in redone and path not in wrong_now]
         report.unindexed = [path for path in report.unindexed if path not in redone]
         report.wrong = [wrong for wrong in report.wrong if wrong.path not in report.repaired] + [

@@ -331,7 +331,10 @@ def _bind(
     `file_of(task, group)` names the data file a task's group went to. A file gets filters only
     if exactly one group went to it, with a filter for every column and its footer's row count.
     """
+    import numpy as np
     import pyarrow.parquet as pq
+
+    from tracelake.privacy.filters import IdentityFilter
 
     groups: dict[str, list[dict[str, StoredFilter]]] = {}
     for (task, group), filters in _read_staging(staging).items():
@@ -344,6 +347,10 @@ def _bind(
         found = groups.get(relative, [])
         filters = found[0] if len(found) == 1 else {}
         rows = pq.read_metadata(root / relative).num_rows
+        if not found and rows == 0:  # no task saw a row of it: it holds no id, and need not be read
+            report.indexed += 1
+            entries.extend((IdentityFilter.build(np.zeros(0, np.uint64)), data_file, c, 0) for c in columns)
+            continue
         if set(filters) != set(columns) or any(int(s.meta["rows"]) != rows for s in filters.values()):
             report.unindexed.append(relative)
             continue
