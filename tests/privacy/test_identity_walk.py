@@ -1,6 +1,6 @@
 """Which values of a row are ids, on generated nested schemas with nulls anywhere.
 
-The Spark walk (`identity.id_texts`, behind `row_ids`, `row_hashes` and `holds_any`: what the
+The Spark walks (`identity.id_holder`, behind `row_ids`, `row_hashes` and `holds_any`: what the
 filters are built from and what requests match) and the Arrow walk (`plain_ids`, what deletes
 and `privacy verify` check with) are each compared, row by row, with a plain Python walk of the
 same generated values, written here from the rules: map values (never keys), list elements, a
@@ -16,7 +16,6 @@ import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -31,6 +30,7 @@ from pyspark.sql.types import (
 
 from tracelake.privacy.identity import holds_any, row_hashes, row_ids
 from tracelake.privacy.plain_ids import ids_with_rows
+from tracelake.privacy.writer import flat_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,12 +90,6 @@ def python_ids(value: Any, data_type: DataType) -> list[str]:
     return [str(value)]
 
 
-def spark_hash(text: str) -> int:
-    """Spark's xxhash64 of a string (seed 42), as the signed bigint Spark returns."""
-    unsigned = xxhash.xxh64_intdigest(text.encode(), 42)
-    return unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned
-
-
 @st.composite
 def identity_frames(draw: st.DrawFn) -> tuple[DataType, list[Any], list[str]]:
     """A column type, rows of it, and ids to look for (some present, some not)."""
@@ -114,20 +108,21 @@ def test_the_spark_walk_finds_exactly_the_ids_a_plain_walk_finds(
     data_type, values, wanted = case
     schema = StructType([StructField("n", IntegerType()), StructField("c", data_type)])
     df = spark.createDataFrame([(n, value) for n, value in enumerate(values)], schema)
-    hashes = row_hashes(df.schema, "c")
-    if not isinstance(df.select(hashes).schema[0].dataType, ArrayType):  # a single id: a bigint
-        hashes = F.array(hashes)
     got = df.select(
         "n",
         row_ids(df.schema, "c").alias("ids"),
-        hashes.alias("hashes"),
         holds_any(df.schema, ["c"], wanted or ["-"]).alias("holds"),
-    ).collect()
-    for row in sorted(got, key=lambda row: row["n"]):
-        expected = python_ids(values[row["n"]], data_type)
-        assert Counter(row["ids"]) == Counter(expected), (data_type.simpleString(), values[row["n"]])
-        assert Counter(h for h in row["hashes"] or [] if h is not None) == Counter(map(spark_hash, expected))
-        assert row["holds"] is bool(set(expected) & set(wanted))
+        row_hashes(df.schema, "c").alias("hashes"),
+    ).toArrow()
+    hashes = got.column("hashes").combine_chunks()
+    for position, n in enumerate(got.column("n").to_pylist()):
+        expected = python_ids(values[n], data_type)
+        ids = got.column("ids")[position].as_py()
+        assert Counter(ids) == Counter(expected), (data_type.simpleString(), values[n])
+        # The filter keys as the writer's sink takes them from the batch Spark hands it.
+        keys = flat_keys(hashes.slice(position, 1)).tolist()
+        assert Counter(keys) == Counter(xxhash.xxh64_intdigest(i.encode(), 42) for i in expected)
+        assert got.column("holds")[position].as_py() is bool(set(expected) & set(wanted))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -164,6 +159,7 @@ def test_an_id_beside_a_null_list_in_an_identity_map_is_still_an_id(
 ) -> None:
     """The shape that once hid a row's ids: Spark's `flatten` of a list holding a null list is null."""
     df = spark.createDataFrame([(value,)], "m map<string, array<struct<id:string, primary:boolean>>>")
-    row = df.select(row_ids(df.schema, "m").alias("ids"), row_hashes(df.schema, "m").alias("h")).first()
-    assert row["ids"] == ids
-    assert [h for h in row["h"] or [] if h is not None] == [spark_hash(i) for i in ids]
+    got = df.select(row_ids(df.schema, "m").alias("ids"), row_hashes(df.schema, "m").alias("h")).toArrow()
+    assert got.column("ids")[0].as_py() == ids
+    keys = flat_keys(got.column("h").combine_chunks()).tolist()
+    assert keys == [xxhash.xxh64_intdigest(i.encode(), 42) for i in ids]

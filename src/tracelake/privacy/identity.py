@@ -9,14 +9,16 @@ hashed as its text (`CAST(id AS STRING)`), so the long 42 and the string "42" ar
 text is compared exactly, so "U1" and " u1" are not "u1". A null at any depth hides nothing but
 itself.
 
-`id_texts` is the one walk over a column's type; `row_ids` gives a row's ids of one column as
-`array<string>`, `row_hashes` their XXH64 hashes as Spark computes them (the identity filters'
-keys), `holds_any` tests rows against a set of ids — all three from that walk.
+`id_holder` is the one rule of where ids sit. Two walks apply it, differing only in how they
+combine an array's elements: `gather_ids` collects (behind `row_ids`, a row's ids of one column
+as `array<string>`, and `row_hashes`, their XXH64 hashes as Spark computes them: the identity
+filters' keys) and `any_id` tests without building arrays (behind `holds_any`, which requests
+match rows with). A property test holds all three to a plain Python walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,25 +52,23 @@ def row_ids(schema: StructType, column: str) -> Column:
     """`array<string>` of the ids in `column` of each row, nulls left out (never null itself)."""
     from pyspark.sql import functions as F
 
-    ids, many = id_texts(_column(schema, column), schema[column].dataType)
-    return F.coalesce(
-        F.filter(ids if many else F.array(ids), lambda value: value.isNotNull()),
-        F.array().cast("array<string>"),
-    )
+    ids, depth = gather_ids(_column(schema, column), schema[column].dataType, lambda text: text)
+    if depth == 0:
+        ids = F.array(ids)
+    for _ in range(depth - 1):
+        # Spark's `flatten` (like `concat`) is null when any inner array is: drop those first.
+        ids = F.flatten(F.array_compact(ids))
+    return F.coalesce(F.array_compact(ids), F.array().cast("array<string>"))
 
 
 def row_hashes(schema: StructType, column: str) -> Column:
-    """Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys).
-
-    A plain column gives a nullable `bigint` (no array to build per row: this runs on every row
-    an indexed write writes), any other an `array<bigint>` (nulls left in: the sink drops them).
+    """Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys), nested as the
+    column's arrays are: a plain column gives a nullable `bigint`, one with arrays (or a map)
+    an array per level, nulls left in. The writer's sink unnests them in Arrow
+    (`writer.flat_keys`), which skips nulls at every level: no per-row flattening here, where
+    every row an indexed write writes pays for it.
     """
-    from pyspark.sql import functions as F
-
-    ids, many = id_texts(_column(schema, column), schema[column].dataType)
-    if not many:
-        return _hash(ids)
-    return F.transform(ids, _hash)
+    return gather_ids(_column(schema, column), schema[column].dataType, _hash)[0]
 
 
 def _hash(text: Column) -> Column:
@@ -82,19 +82,20 @@ def holds_any(schema: StructType, columns: Sequence[str], ids: Sequence[str]) ->
     """True for rows holding any of `ids` in any of `columns` (never null).
 
     A string column is a plain `IN` (which Spark pushes down to Parquet); nested ids are
-    tested with `exists` over the same walk `row_ids` takes.
+    tested where they sit, with `exists`, so rows that match nothing build no array.
     """
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     wanted = list(ids)
-    tests = []
-    for column in columns:
-        texts, many = id_texts(_column(schema, column), schema[column].dataType)
-        test = F.exists(texts, lambda value: value.isin(wanted)) if many else texts.isin(wanted)
+    tests = [
         # Never null: a delete keeps the rows where this is false, and NOT NULL would drop them too.
-        tests.append(F.coalesce(test, F.lit(False)))
+        F.coalesce(
+            any_id(_column(schema, c), schema[c].dataType, lambda text: text.isin(wanted)), F.lit(False)
+        )
+        for c in columns
+    ]
     return reduce(lambda left, right: left | right, tests)
 
 
@@ -106,41 +107,65 @@ def all_row_ids(schema: StructType, columns: Sequence[str]) -> Column:
     return F.array_distinct(parts[0] if len(parts) == 1 else F.concat(*parts))
 
 
-def id_texts(value: Column, data_type: DataType) -> tuple[Column, bool]:
-    """The one walk that says which values under `value` are ids, as their text.
-
-    Returns `(text, False)` where the type holds a single id (a nullable string), else
-    `(texts, True)`: an `array<string>` that is null only where `value` is, and may hold nulls.
-    Every identity filter is built and every request is matched from this walk, so the two
-    cannot disagree. A null anywhere — map, list, struct, element, id — hides only itself:
-    Spark's `flatten` (like `concat`) is null when any inner array is, so null inner arrays are
-    dropped before it.
-    """
+def id_holder(value: Column | None, data_type: DataType) -> tuple[Column | None, DataType]:
+    """The rule of where ids sit, in one place: from `value` down to an array whose elements
+    hold ids, or to an id itself — a map's values (never its keys), a struct's `id` field.
+    With no `value`, only the type is followed."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+    from pyspark.sql.types import ArrayType, MapType, StructType
 
-    if isinstance(data_type, MapType):
-        return id_texts(F.map_values(value), ArrayType(data_type.valueType))
-    if isinstance(data_type, StructType):
-        name = _id_field(data_type) or ID_FIELD  # checked by check_identity_columns
-        return id_texts(value.getField(name), data_type[name].dataType)
-    if isinstance(data_type, ArrayType):
-        element = data_type.elementType
-        each = F.transform(value, lambda item: id_texts(item, element)[0])
-        if _holds_one(element):
-            return each, True
-        return F.flatten(F.filter(each, lambda inner: inner.isNotNull())), True
-    return (value if isinstance(data_type, StringType) else value.cast("string")), False
+    while isinstance(data_type, MapType | StructType):
+        if isinstance(data_type, MapType):
+            value = None if value is None else F.map_values(value)
+            data_type = ArrayType(data_type.valueType)
+        else:
+            name = _id_field(data_type) or ID_FIELD  # checked by check_identity_columns
+            value = None if value is None else value.getField(name)
+            data_type = data_type[name].dataType
+    return value, data_type
 
 
-def _holds_one(data_type: DataType) -> bool:
-    """Whether a value of this type is a single id (an atomic, or a struct with an atomic id)."""
-    from pyspark.sql.types import StructType
+def gather_ids(value: Column, data_type: DataType, at_id: Callable[[Column], Column]) -> tuple[Column, int]:
+    """`at_id` of every id under `value` (given as its text), and how many arrays deep they sit:
+    0 where the type holds a single id, else an array per level of arrays (a map's values are
+    one), each null only where its value is, nulls possible in it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType
 
-    if isinstance(data_type, StructType):
-        name = _id_field(data_type) or ID_FIELD
-        return _holds_one(data_type[name].dataType)
-    return _is_atomic(data_type)
+    held, data_type = id_holder(value, data_type)
+    assert held is not None
+    if not isinstance(data_type, ArrayType):
+        return at_id(_text(held, data_type)), 0
+    element = data_type.elementType
+    return F.transform(held, lambda item: gather_ids(item, element, at_id)[0]), _depth(element) + 1
+
+
+def any_id(value: Column, data_type: DataType, test: Callable[[Column], Column]) -> Column:
+    """Whether `test` holds for any id under `value` (null, not false, where none does and
+    some value was null: `exists` skips nulls and says true on any match)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType
+
+    held, data_type = id_holder(value, data_type)
+    assert held is not None
+    if not isinstance(data_type, ArrayType):
+        return test(_text(held, data_type))
+    element = data_type.elementType
+    return F.exists(held, lambda item: any_id(item, element, test))
+
+
+def _text(value: Column, data_type: DataType) -> Column:
+    from pyspark.sql.types import StringType
+
+    return value if isinstance(data_type, StringType) else value.cast("string")
+
+
+def _depth(data_type: DataType) -> int:
+    """How many arrays deep `gather_ids` nests the ids of a value of this type."""
+    from pyspark.sql.types import ArrayType
+
+    _, holder = id_holder(None, data_type)
+    return 1 + _depth(holder.elementType) if isinstance(holder, ArrayType) else 0
 
 
 def _column(schema: StructType, name: str) -> Column:

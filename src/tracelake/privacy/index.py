@@ -42,7 +42,7 @@ STAGING_DIR = "_staging"
 FULL_SCAN_AT = 0.8
 # Segments a dataset may gather (one per write) before `compact` folds them into one.
 COMPACT_AFTER = 16
-# Which walk over identity columns built a filter (`identity.id_texts`), kept with each filter.
+# Which walk over identity columns built a filter (`identity.id_holder`), kept with each filter.
 # Filters without one were built before a null list among an identity map's values stopped
 # hiding its row's other ids: they may lack ids, so they never rule a file out (`legacy`).
 ID_WALK = 2

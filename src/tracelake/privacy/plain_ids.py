@@ -1,6 +1,6 @@
 """Ids read straight from Parquet files by a plain Arrow walk: the check on what Spark computes.
 
-Identity filters are built and requests matched by one Spark walk (`identity.id_texts`). This
+Identity filters are built and requests matched by Spark walks over one rule (`identity.id_holder`). This
 module finds the same ids a second, independent way — pyarrow reads the identity columns of a
 file and unnests them level by level, keeping each id's row number — so that a delete can
 re-read what it wrote and `privacy verify` can test an index without trusting the code that

@@ -244,8 +244,7 @@ class _TaskFilters:
 
     def add(self, group_keys: Any | None, hashes: Sequence[Any]) -> None:
         """One batch: its group keys (None: all in the one group `[]`), and per column its hashes
-        (a bigint array for a plain column, a list array otherwise)."""
-        import pyarrow as pa
+        (a bigint array for a plain column, lists of them nested as the column is otherwise)."""
         import pyarrow.compute as pc
 
         if group_keys is None:
@@ -261,13 +260,9 @@ class _TaskFilters:
             rows = len(hashes[0]) if mask is None else int(pc.sum(mask).as_py())
             self.rows[key] = self.rows.get(key, 0) + rows
             for column, values in zip(self.columns, hashes, strict=True):
-                chosen = values if mask is None else values.filter(mask)
-                self._hold((key, column), chosen.flatten() if pa.types.is_list(chosen.type) else chosen)
+                self._hold((key, column), flat_keys(values if mask is None else values.filter(mask)))
 
-    def _hold(self, slot: tuple[str, str], values: Any) -> None:
-        from tracelake.privacy.filters import as_keys
-
-        keys = as_keys(values.drop_null().to_numpy(zero_copy_only=False))
+    def _hold(self, slot: tuple[str, str], keys: Any) -> None:
         self.hashes.setdefault(slot, []).append(keys)
         self.held[slot] = self.held.get(slot, 0) + len(keys)
         if self.held[slot] > self._COMPACT_AT:
@@ -304,6 +299,19 @@ class _TaskFilters:
                         column=column,
                         rows=rows,
                     )
+
+
+def flat_keys(hashes: Any) -> Any:
+    """The filter keys in a batch of `identity.row_hashes`: a bigint array, or lists of them
+    nested to any depth, unnested level by level. Arrow's `flatten` skips null lists and the
+    nulls are dropped last, so a null at any level hides nothing but itself."""
+    import pyarrow as pa
+
+    from tracelake.privacy.filters import as_keys
+
+    while pa.types.is_list(hashes.type):
+        hashes = hashes.flatten()
+    return as_keys(hashes.drop_null().to_numpy(zero_copy_only=False))
 
 
 def _read_staging(staging: Path) -> dict[tuple[int, str], dict[str, StoredFilter]]:
