@@ -29,6 +29,9 @@ head -n 20 "$receipt"
 step "Delete request for user $user: copy-on-write of the files holding the user's rows"
 "$tl" privacy delete --user "$user" --dataset "$signups" --requester demo
 
+step "Check the index against the data: every file's filters hold every id in it"
+"$tl" privacy verify "$signups"
+
 step "The same access request again finds nothing"
 "$tl" privacy access --user "$user" --dataset "$signups" --egress "$egress" --requester demo
 
