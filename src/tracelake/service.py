@@ -121,12 +121,18 @@ class Tracelake:
         """Collect lineage from SQL files or a query log and ingest it in one transaction.
 
         `SELECT *` is expanded from the schema file when given, and otherwise (and for tables
-        the file does not name) from the columns the store has already seen.
+        the file does not name) from the columns the store has already seen; an INSERT without
+        a column list is mapped by position only onto a declared order (the schema file's, or
+        one the store keeps from DDL), never onto the order columns were first seen in.
         """
-        schema = SchemaCatalog.from_mapping(self.store.known_columns(), default_db=default_db)
+        # Columns the store has seen are names only (the order they were first seen in is no
+        # table's order); orders declared by DDL or a write, and the schema file's, are orders.
+        schema = SchemaCatalog.from_mapping(self.store.known_columns(), default_db=default_db, ordered=False)
+        for table, columns in self.store.declared_columns().items():
+            schema.replace(table, columns)
         if schema_file is not None:
             for table in (from_file := SchemaCatalog.from_file(schema_file, default_db=default_db)).tables():
-                schema.add(table, from_file.columns(table) or [])
+                schema.replace(table, from_file.columns(table) or [])
         collection: SqlCollection = collect_path(
             path, dialect=dialect, schema=schema, default_db=default_db, progress=progress
         )

@@ -125,7 +125,7 @@ def test_create_view_is_a_table_urn_marked_as_a_view() -> None:
     (batch,) = c.batches
     assets = {a.urn: a for a in batch.assets}
     assert set(assets) == {"hive.table/d.users", "hive.table/d.active"}
-    assert assets["hive.table/d.active"].metadata == {"type": "view"}
+    assert assets["hive.table/d.active"].metadata == {"type": "view", "columns": ["id", "name"]}
     assert assets["hive.table/d.users"].metadata == {}
 
 
@@ -236,7 +236,10 @@ def test_update_from_another_table() -> None:
 def test_alter_view_as_select_redefines_the_view() -> None:
     c = lineage("ALTER VIEW d.v AS SELECT k AS key FROM d.s")
     assert column_edges(c) == {("d.s#k", "d.v#key", "IDENTITY")}
-    assert {a.urn: a.metadata for a in c.batches[0].assets}["hive.table/d.v"] == {"type": "view"}
+    assert {a.urn: a.metadata for a in c.batches[0].assets}["hive.table/d.v"] == {
+        "type": "view",
+        "columns": ["key"],
+    }
 
 
 def test_tables_named_by_their_files_are_file_nodes() -> None:

@@ -42,21 +42,38 @@ class SchemaCatalog:
         self._tables: dict[str, dict[str, str | None]] = {}
         self._resolved: dict[str, str] = {}
         self._top_level: dict[str, list[str]] = {}
+        self._unordered: set[str] = set()
         for name, columns in (tables or {}).items():
             self.add(name, columns)
 
     # -- building -------------------------------------------------------------------------
 
-    def add(self, table: str, columns: ColumnSpec) -> str:
-        """Add (or extend) a table; `table` is a URN or a plain `db.tbl` name. Returns its URN."""
+    def add(self, table: str, columns: ColumnSpec, *, ordered: bool = True) -> str:
+        """Add (or extend) a table; `table` is a URN or a plain `db.tbl` name. Returns its URN.
+
+        `ordered=False` says the columns are known by name only (seen, not declared): no INSERT
+        is mapped onto them by position. Declared columns replace names known only so.
+        """
         urn = self._table_urn(table)
         self._top_level.pop(urn, None)
+        if ordered and urn in self._unordered:
+            self._unordered.discard(urn)
+            self._tables.pop(urn, None)
+        elif not ordered and urn not in self._tables:
+            self._unordered.add(urn)
         known = self._tables.setdefault(urn, {})
         for path, data_type in _flatten_columns(columns, table):
             key = path.strip().lower()
             if key not in known or data_type is not None:
                 known[key] = data_type
         return urn
+
+    def replace(self, table: str, columns: ColumnSpec) -> str:
+        """Declare a table's columns anew, in this order, whatever was known of it before."""
+        urn = self._table_urn(table)
+        self._tables.pop(urn, None)
+        self._unordered.discard(urn)
+        return self.add(urn, columns)
 
     @classmethod
     def from_file(cls, path: Path | str, *, default_db: str = DEFAULT_DATABASE) -> SchemaCatalog:
@@ -81,7 +98,9 @@ class SchemaCatalog:
             raise SchemaFileError(f"{path}: not a valid schema file: {error}") from error
 
     @classmethod
-    def from_mapping(cls, data: Any, *, default_db: str = DEFAULT_DATABASE) -> SchemaCatalog:
+    def from_mapping(
+        cls, data: Any, *, default_db: str = DEFAULT_DATABASE, ordered: bool = True
+    ) -> SchemaCatalog:
         """Read the flat or the nested (sqlglot MappingSchema) form; raises SchemaFileError."""
         if not isinstance(data, Mapping):
             raise SchemaFileError(
@@ -90,7 +109,7 @@ class SchemaCatalog:
         catalog = cls(default_db=default_db)
         for table, columns in _tables_of(data, ()):
             try:
-                catalog.add(table, columns)
+                catalog.add(table, columns, ordered=ordered)
             except UrnError as error:
                 raise SchemaFileError(f"table {table!r}: {error}") from error
         return catalog
@@ -112,6 +131,11 @@ class SchemaCatalog:
                 return None
             top = self._top_level[urn] = list(dict.fromkeys(path.split(".", 1)[0] for path in known))
         return list(top)
+
+    def is_ordered(self, table_urn: str) -> bool:
+        """Whether the table's column order is declared (positional INSERTs may use it)."""
+        urn = self._table_urn(table_urn)
+        return urn in self._tables and urn not in self._unordered
 
     def column_type(self, table_urn: str, path: str) -> str | None:
         known = self._tables.get(self._table_urn(table_urn))

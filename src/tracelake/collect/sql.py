@@ -113,6 +113,11 @@ class _RunBuilder:
                 )
                 continue
             error = self._apply(item, dialect)
+            for warning in self.state.warnings:
+                collection.problems.append(
+                    Problem(source, warning, where(item.line, item.index), excerpt(item.text))
+                )
+            self.state.warnings.clear()
             if error is None:
                 collection.parsed += 1
                 self.parsed += 1

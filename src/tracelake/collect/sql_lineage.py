@@ -188,6 +188,7 @@ class QueryAnalyzer:
         else:  # a pivoted source is listed under its own name and its alias: expand it once
             chosen = list({id(r): r for r in context.sources.values()}.values())
         for relation in chosen:
+            out.ordered = out.ordered and relation.ordered
             for name, deps in relation.columns:
                 if name not in excluded:
                     out.add_column(name, replaced.get(name, deps))
@@ -241,7 +242,7 @@ class QueryAnalyzer:
     def _set_operation(self, scope: Scope) -> Relation:
         operation = scope.expression
         left, right = (self._relation(branch) for branch in scope.set_operation_scopes[:2])
-        out = Relation(complete=left.complete and right.complete)
+        out = Relation(complete=left.complete and right.complete, ordered=left.ordered and right.ordered)
         out.tables |= left.tables | right.tables
         for key, confidence in (*left.indirect.items(), *right.indirect.items()):
             add_dep(out.indirect, key, confidence)

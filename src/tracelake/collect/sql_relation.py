@@ -66,13 +66,17 @@ class Relation:
 
     `columns` keeps the output order (positional INSERTs need it) and allows duplicate
     names. `complete` is False when an unexpanded `*` hides columns; names that are not
-    listed then pass through to the star's `passthrough` relations. A physical table
-    (`table_urn` set) resolves any column name to its own field; `fallback` answers any
-    unlisted name (generator outputs such as LATERAL VIEW's default `col`).
+    listed then pass through to the star's `passthrough` relations. `ordered` is False when
+    the columns are known by name only (a table whose columns the store has seen, not
+    declared), and so is every relation a `*` over it expands into: nothing may be mapped by
+    position onto or from them. A physical table (`table_urn` set) resolves any column name
+    to its own field; `fallback` answers any unlisted name (generator outputs such as LATERAL
+    VIEW's default `col`).
     """
 
     columns: list[tuple[str, Deps]] = field(default_factory=list)
     complete: bool = True
+    ordered: bool = True
     indirect: Deps = field(default_factory=dict)
     tables: set[str] = field(default_factory=set)
     passthrough: list[Relation] = field(default_factory=list)
@@ -81,8 +85,8 @@ class Relation:
     _index: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def table(cls, urn: str, known_columns: list[str] | None) -> Relation:
-        relation = cls(complete=known_columns is not None, table_urn=urn, tables={urn})
+    def table(cls, urn: str, known_columns: list[str] | None, *, ordered: bool = True) -> Relation:
+        relation = cls(complete=known_columns is not None, ordered=ordered, table_urn=urn, tables={urn})
         for name in known_columns or ():
             relation.add_column(name, {(column_urn(urn, name), T.IDENTITY): Confidence.HIGH})
         return relation
@@ -136,6 +140,7 @@ class Relation:
         """`(SELECT …) AS q(a, b)` / `WITH q(a, b) AS …`: an alias list renames outputs by position."""
         out = Relation(
             complete=self.complete,
+            ordered=self.ordered,
             indirect=self.indirect,
             tables=self.tables,
             passthrough=self.passthrough,

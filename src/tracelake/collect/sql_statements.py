@@ -57,10 +57,13 @@ class RunState:
     default_catalog: str | None = None
     temp: dict[str, Relation] = field(default_factory=dict)
     learnt: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    unordered: set[str] = field(default_factory=set)  # learnt tables whose column order is unknown
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # what the last statement could not trace, for the collector to record as problems
+    warnings: list[str] = field(default_factory=list)
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -120,8 +123,16 @@ class RunState:
         relation = self._analyze(insert)
         if target is None or relation is None:
             return
-        known = self._known_columns(target)
-        columns = insert_columns(relation, explicit, known, static, dynamic, bool(insert.args.get("by_name")))
+        known, ordered = self._known_order(target)
+        columns = insert_columns(
+            relation, explicit, known, static, dynamic, bool(insert.args.get("by_name")), ordered=ordered
+        )
+        if columns is None:
+            self.warnings.append(
+                f"INSERT without a column list into {target.urn or target.temp_key}, whose column order "
+                "is unknown: table-level lineage only (a schema file or the table's DDL gives the order)"
+            )
+            columns = []
         self._write(target, columns, relation, append=True)
 
     def _multi_insert(self, statement: exp.MultitableInserts) -> None:
@@ -272,14 +283,22 @@ class RunState:
         return table_urn(name, db or self.default_db, catalog or self.default_catalog)
 
     def _known_columns(self, target: _Target) -> list[str] | None:
+        return self._known_order(target)[0]
+
+    def _known_order(self, target: _Target) -> tuple[list[str] | None, bool]:
+        """The target's columns, and whether their order is known (declared, not just seen)."""
         if target.temp_key is not None:
             relation = self.temp.get(target.temp_key)
-            return relation.names() if relation is not None and relation.complete else None
+            if relation is None or not relation.complete:
+                return None, False
+            return relation.names(), relation.ordered
         assert target.urn is not None
         learnt = self.learnt.get(target.urn)
         if learnt is not None:
-            return list(learnt)
-        return self.schema.top_level_columns(target.urn) if self.schema is not None else None
+            return list(learnt), target.urn not in self.unordered
+        if self.schema is None:
+            return None, False
+        return self.schema.top_level_columns(target.urn), self.schema.is_ordered(target.urn)
 
     def _like_columns(self, node: exp.Table) -> list[tuple[str, str | None]]:
         source = self._target(node)
@@ -310,7 +329,8 @@ class RunState:
         if target.temp_key is not None:
             return self.temp.get(target.temp_key) or Relation(complete=False)
         assert target.urn is not None
-        return Relation.table(target.urn, self._known_columns(target))
+        known, ordered = self._known_order(target)
+        return Relation.table(target.urn, known, ordered=ordered)
 
     # -- analysis -------------------------------------------------------------------------
 
@@ -347,8 +367,9 @@ class RunState:
             return
         assert target.urn is not None
         self.learnt[target.urn] = dict(definitions)
+        self.unordered.discard(target.urn)
         if definitions:
-            self.assets.setdefault(target.urn, {})
+            self.assets.setdefault(target.urn, {})["columns"] = [name for name, _ in definitions]
             for name, data_type in definitions:
                 self.field_types[field_urn(target.urn, name)] = data_type
 
@@ -377,6 +398,11 @@ class RunState:
             )
         if not append and relation.complete:
             self.learnt[urn] = {name: self._column_type(urn, name) for name, _, _ in columns}
+            if relation.ordered:  # a CREATE … AS SELECT declares its columns in the query's order
+                self.unordered.discard(urn)
+                metadata["columns"] = [name for name, _, _ in columns]
+            else:
+                self.unordered.add(urn)
         for source in relation.tables:
             if not (skip_self and source == urn):
                 self._edge(source, urn, None, Confidence.HIGH)
@@ -394,6 +420,7 @@ class RunState:
         previous = self.temp.get(key) if append else None
         stored = Relation(
             complete=previous.complete if previous is not None else relation.complete,
+            ordered=relation.ordered and (previous is None or previous.ordered),
             tables=set(relation.tables),
             passthrough=list(relation.passthrough),
         )

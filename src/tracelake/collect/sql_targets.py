@@ -81,12 +81,18 @@ def insert_columns(
     static: list[str],
     dynamic: list[str],
     by_name: bool,
-) -> list[tuple[str, Deps, Confidence]]:
-    """Which target column each output of an INSERT's query feeds.
+    *,
+    ordered: bool = True,
+) -> list[tuple[str, Deps, Confidence]] | None:
+    """Which target column each output of an INSERT's query feeds; None when it cannot be told.
 
     An explicit column list maps by position; so does the target's known schema (minus
-    static partition columns, with dynamic ones last, as Hive lays them out). With neither,
-    the query's own output names are used, its last outputs feeding the dynamic partitions.
+    static partition columns, with dynamic ones last, as Hive lays them out) — but only an
+    order that was declared (`ordered`: DDL, a schema file), never the order in which columns
+    happened to be seen, and only from a query whose own output order is known. Where the order
+    is unknown, outputs map by name when every one names a known target column; otherwise the
+    mapping is unknown (None: table-level lineage only). With no known target columns, the
+    query's own output names are used, its last outputs feeding the dynamic partitions.
     An unexpanded `*` leaves positions unknown: then known target columns are matched by
     name, with low confidence.
     """
@@ -104,6 +110,11 @@ def insert_columns(
         return [
             (name, deps, Confidence.LOW) for name in wanted if (deps := relation.lookup(name)) is not None
         ]
+    if names is not None and not (relation.ordered and (explicit is not None or ordered)):
+        present = set(names)
+        if all(name in present for name, _ in outputs):
+            return [(name, deps, Confidence.HIGH) for name, deps in outputs]
+        return None
     if names is not None and (explicit is not None or len(names) == len(outputs)):
         return [(name, deps, Confidence.HIGH) for name, (_, deps) in zip(names, outputs, strict=False)]
     if names is not None:

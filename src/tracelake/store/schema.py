@@ -53,6 +53,17 @@ process_versions = sa.Table(
     sa.Column("last_seen", sa.BigInteger, nullable=False),
 )
 
+# Every instant a process was observed at, with the content hash of what it did then: the
+# versions are derived from these (store/history.py), so late observations land right.
+process_observations = sa.Table(
+    "process_observations",
+    metadata,
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), primary_key=True),
+    sa.Column("at", sa.BigInteger, primary_key=True),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+)
+
 edges = sa.Table(
     "edges",
     metadata,

@@ -14,10 +14,10 @@ import functools
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -37,6 +37,7 @@ from tracelake.model import (
     utcnow,
 )
 from tracelake.store import schema as s
+from tracelake.store.history import HistoryPlan, StoredVersion, plan_history
 from tracelake.store.schema import from_micros, to_micros
 
 DEFAULT_DB_PATH = Path(".tracelake") / "lineage.db"
@@ -142,31 +143,64 @@ class GraphSnapshot:
     edge_valid_to: np.ndarray
 
 
-class _Observation(NamedTuple):
-    """One batch saying: at `at`, this process moved data along exactly these edges."""
+class _EdgeSets:
+    """The edges behind each content hash of a process, for the versions an ingest inserts:
+    from the batches, united at one instant, or read back from a stored version."""
 
-    at: int
-    order: int
-    process_id: int
-    edges: list[FlowEdge]
+    def __init__(self, conn: sa.Connection) -> None:
+        self.conn = conn
+        self.by_hash: dict[tuple[int, str], list[FlowEdge]] = {}
+        self.ids: dict[str, int] = {}  # node ids of edges read back
+
+    def known(self, process_id: int, edges: list[FlowEdge]) -> str:
+        content = _content_hash(edges)
+        self.by_hash.setdefault((process_id, content), edges)
+        return content
+
+    def unite(self, process_id: int, first: str, second: str) -> str:
+        merged: dict[tuple[str, str, str, str, str], FlowEdge] = {}
+        for content in (first, second):
+            _unite_into(merged, {e.key: e for e in self._edges(process_id, content)})
+        return self.known(process_id, list(merged.values()))
+
+    def of(self, process_id: int, version: StoredVersion) -> list[FlowEdge]:
+        return self._edges(process_id, version.content_hash)
+
+    def _edges(self, process_id: int, content: str) -> list[FlowEdge]:
+        edges = self.by_hash.get((process_id, content))
+        if edges is None:
+            rows = self.conn.execute(_EDGES_OF_HASH, {"_pid": process_id, "_hash": content}).all()
+            edges = []
+            for row in rows:
+                self.ids[row.source] = row.source_id
+                self.ids[row.target] = row.target_id
+                edges.append(
+                    FlowEdge(
+                        row.source,
+                        row.target,
+                        row.process,
+                        Signal(row.signal),
+                        Confidence(row.confidence),
+                        Transformation(row.transformation) if row.transformation else None,
+                        row.description,
+                    )
+                )
+            self.by_hash[(process_id, content)] = edges
+        return edges
 
 
-@dataclass(slots=True)
-class _Version:
-    """A process version as the ingest plans it: existing rows, or new ones to insert."""
-
-    process_id: int
-    valid_from: int
-    valid_to: int | None
-    content_hash: str
-    edge_count: int
-    is_new: bool = False
-    touched: bool = False
-    closed: bool = False  # an existing version whose valid_to this ingest changes
-    edges: list[FlowEdge] = field(default_factory=list)
-
-    def covers(self, moment: int) -> bool:
-        return self.valid_from <= moment and (self.valid_to is None or moment < self.valid_to)
+def _unite_into(
+    into: dict[tuple[str, str, str, str, str], FlowEdge],
+    edges: dict[tuple[str, str, str, str, str], FlowEdge],
+) -> None:
+    """Add `edges` to `into`; an edge said twice keeps its strongest confidence (order-free)."""
+    for key, edge in edges.items():
+        known = into.get(key)
+        if known is None or (edge.confidence.rank, edge.description or "") > (
+            known.confidence.rank,
+            known.description or "",
+        ):
+            into[key] = edge
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -192,7 +226,23 @@ class LineageStore:
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         s.metadata.create_all(self.engine)
+        self._backfill_observations()
         self._ids: dict[str, int] = {}
+
+    def _backfill_observations(self) -> None:
+        """A store from before observations were kept: each version's start was one."""
+        o, v = s.process_observations, s.process_versions
+        with self.engine.begin() as conn:
+            if conn.execute(sa.select(o.c.at).limit(1)).first() is not None:
+                return
+            if conn.execute(sa.select(v.c.valid_from).limit(1)).first() is None:
+                return
+            conn.execute(
+                o.insert().from_select(
+                    ["process_id", "at", "content_hash", "first_seen"],
+                    sa.select(v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.first_seen),
+                )
+            )
 
     @property
     def backend(self) -> str:
@@ -360,8 +410,9 @@ class LineageStore:
         now_us: int,
         report: IngestReport,
     ) -> None:
-        observations: list[_Observation] = []
-        for order, batch in enumerate(batches):
+        """Record each batch as an observation of its processes, and re-derive their versions."""
+        incoming: dict[int, dict[int, dict[tuple[str, str, str, str, str], FlowEdge]]] = {}
+        for batch in batches:
             at = to_micros(batch.observed_at) if batch.observed_at else now_us
             by_process: dict[str, dict[tuple[str, str, str, str, str], FlowEdge]] = {
                 # a process listed with no edges is a version with no edges
@@ -371,45 +422,81 @@ class LineageStore:
             for edge in batch.edges:
                 by_process.setdefault(edge.process, {})[edge.key] = edge
             for process_urn, edge_map in by_process.items():
-                observations.append(_Observation(at, order, ids[process_urn], list(edge_map.values())))
-        observations.sort(key=lambda o: (o.at, o.order))
-
-        versions = self._load_versions(conn, {o.process_id for o in observations})
-        replaced: list[_Version] = []
-        for obs in observations:
-            self._plan_observation(
-                versions[obs.process_id], replaced, obs.process_id, obs.at, obs.edges, report
+                # two observations at one instant are one: their edges united
+                _unite_into(incoming.setdefault(ids[process_urn], {}).setdefault(at, {}), edge_map)
+        if not incoming:
+            return
+        edges = _EdgeSets(conn)
+        for process_id, by_at in incoming.items():
+            for edge_map in by_at.values():
+                edges.known(process_id, list(edge_map.values()))
+        versions = self._load_versions(conn, set(incoming))
+        observations = self._load_observations(conn, {pid: min(by_at) for pid, by_at in incoming.items()})
+        plans: dict[int, HistoryPlan] = {}
+        for process_id, by_at in incoming.items():
+            hashes = {at: _content_hash(edge_map.values()) for at, edge_map in by_at.items()}
+            plan = plan_history(
+                versions[process_id],
+                observations.get(process_id, {}),
+                hashes,
+                lambda a, b, pid=process_id: edges.unite(pid, a, b),
             )
+            for version in plan.insert:  # read before any version of the process is deleted
+                edges.of(process_id, version)
+            plans[process_id] = plan
+            report.versions_unchanged += plan.unchanged
+            report.versions_replaced += plan.replaced
+            report.versions_added += len(plan.insert) - plan.replaced
 
-        if replaced:
-            params = [{"_pid": v.process_id, "_from": v.valid_from} for v in replaced]
-            conn.execute(_VERSION_DELETE, params)
-            result = conn.execute(_VERSION_EDGES_DELETE, params)
+        def params(kind: str, **extra: Any) -> list[dict[str, Any]]:
+            return [
+                {"_pid": pid, "_from": v.valid_from, **{k: f(v) for k, f in extra.items()}}
+                for pid, plan in plans.items()
+                for v in getattr(plan, kind)
+            ]
+
+        gone = params("delete")
+        if gone:
+            conn.execute(_VERSION_DELETE, gone)
+            result = conn.execute(_VERSION_EDGES_DELETE, gone)
             report.edges_replaced += max(result.rowcount, 0)
-
-        closes = [v for vs in versions.values() for v in vs if v.closed and not v.is_new]
-        if closes:
-            params = [{"_pid": v.process_id, "_from": v.valid_from, "_to": v.valid_to} for v in closes]
-            conn.execute(_VERSION_CLOSE, params)
-            result = conn.execute(_VERSION_EDGES_CLOSE, params)
+        moved = params("retime", _to=lambda v: v.valid_to)
+        if moved:
+            conn.execute(_VERSION_CLOSE, moved)
+            result = conn.execute(_VERSION_EDGES_CLOSE, moved)
             report.edges_closed += max(result.rowcount, 0)
-        touched = [v for vs in versions.values() for v in vs if v.touched and not v.is_new]
-        if touched:
-            params = [{"_pid": v.process_id, "_from": v.valid_from, "_now": now_us} for v in touched]
-            conn.execute(_VERSION_SEEN, params)
-            conn.execute(_VERSION_EDGES_SEEN, params)
-        new = [v for vs in versions.values() for v in vs if v.is_new]
+        seen = params("touch", _now=lambda v: now_us)
+        if seen:
+            conn.execute(_VERSION_SEEN, seen)
+            conn.execute(_VERSION_EDGES_SEEN, seen)
+        changed = [
+            {"_pid": pid, "_at": at}
+            for pid, plan in plans.items()
+            for at in plan.observations
+            if at in observations.get(pid, {})
+        ]
+        if changed:
+            conn.execute(_OBSERVATION_DELETE, changed)
+        observation_rows = [
+            (pid, at, content, now_us)
+            for pid, plan in plans.items()
+            for at, content in plan.observations.items()
+        ]
+        if observation_rows:
+            _driver_insert(conn, s.process_observations, _OBSERVATION_COLUMNS, observation_rows)
+        new = [(pid, v, edges.of(pid, v)) for pid, plan in plans.items() for v in plan.insert]
         if new:
             version_rows = [
-                (v.process_id, v.valid_from, v.valid_to, v.content_hash, v.edge_count, now_us, now_us)
-                for v in new
+                (pid, v.valid_from, v.valid_to, v.content_hash, len(flows), now_us, now_us)
+                for pid, v, flows in new
             ]
             _driver_insert(conn, s.process_versions, _VERSION_COLUMNS, version_rows)
+            node_ids = {**edges.ids, **ids}
             edge_rows = [
                 (
-                    ids[e.source],
-                    ids[e.target],
-                    v.process_id,
+                    node_ids[e.source],
+                    node_ids[e.target],
+                    pid,
                     str(e.signal),
                     str(e.confidence),
                     str(e.transformation) if e.transformation else None,
@@ -419,55 +506,28 @@ class LineageStore:
                     now_us,
                     now_us,
                 )
-                for v in new
-                for e in v.edges
+                for pid, v, flows in new
+                for e in flows
             ]
             _driver_insert(conn, s.edges, _EDGE_COLUMNS, edge_rows)
             report.edges_added += len(edge_rows)
 
-    def _load_versions(self, conn: sa.Connection, process_ids: set[int]) -> dict[int, list[_Version]]:
-        versions: dict[int, list[_Version]] = {pid: [] for pid in process_ids}
+    def _load_versions(self, conn: sa.Connection, process_ids: set[int]) -> dict[int, list[StoredVersion]]:
+        versions: dict[int, list[StoredVersion]] = {pid: [] for pid in process_ids}
         for chunk in _chunks(sorted(process_ids)):
             for row in conn.execute(_VERSIONS_OF, {"ids": list(chunk)}):
-                versions[row.process_id].append(_Version(*row))
-        for vs in versions.values():
-            vs.sort(key=lambda v: v.valid_from)
+                versions[row.process_id].append(StoredVersion(row.valid_from, row.valid_to, row.content_hash))
         return versions
 
-    @staticmethod
-    def _plan_observation(
-        versions: list[_Version],
-        replaced: list[_Version],
-        process_id: int,
-        at: int,
-        edges: list[FlowEdge],
-        report: IngestReport,
-    ) -> None:
-        """Fold one observation "at time `at` the process moved data along `edges`" into its history."""
-        content_hash = _content_hash(edges)
-        covering = next((v for v in versions if v.covers(at)), None)
-        if covering is not None and covering.content_hash == content_hash:
-            covering.touched = True
-            report.versions_unchanged += 1
-            return
-        if covering is not None and covering.valid_from == at:
-            # A re-observation at the same instant supersedes what was said then (a running
-            # job re-registering its growing edge set): replace that version, don't close it.
-            versions.remove(covering)
-            if not covering.is_new:
-                replaced.append(covering)
-            end = covering.valid_to
-            report.versions_replaced += 1
-        elif covering is not None:
-            end = covering.valid_to
-            covering.valid_to = at
-            covering.closed = True
-        else:
-            later = [v.valid_from for v in versions if v.valid_from > at]
-            end = min(later) if later else None
-        versions.append(_Version(process_id, at, end, content_hash, len(edges), is_new=True, edges=edges))
-        versions.sort(key=lambda v: v.valid_from)
-        report.versions_added += 1
+    def _load_observations(self, conn: sa.Connection, since: dict[int, int]) -> dict[int, dict[int, str]]:
+        """Each process's stored observations at or after its instant in `since`."""
+        found: dict[int, dict[int, str]] = {}
+        earliest = min(since.values())
+        for chunk in _chunks(sorted(since)):
+            for pid, at, content in conn.execute(_OBSERVATIONS_OF, {"ids": list(chunk), "since": earliest}):
+                if at >= since[pid]:
+                    found.setdefault(pid, {})[at] = content
+        return found
 
     def _write_runs(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], report: IngestReport
@@ -686,6 +746,20 @@ class LineageStore:
                     columns[asset_urn].append(path)
         return dict(columns)
 
+    def declared_columns(self) -> dict[str, list[str]]:
+        """Column orders declared for assets (by DDL, a CREATE … AS SELECT, an observed write):
+        the `columns` property, where one was recorded."""
+        query = sa.select(s.nodes.c.urn, s.nodes.c.properties).where(
+            s.nodes.c.node_type == "asset", s.nodes.c.properties.is_not(None)
+        )
+        declared: dict[str, list[str]] = {}
+        with self.engine.connect() as conn:
+            for urn, properties in conn.execute(query):
+                columns = (properties or {}).get("columns")
+                if isinstance(columns, list) and all(isinstance(c, str) for c in columns):
+                    declared[urn] = columns
+        return declared
+
     def problems(self, limit: int = 100) -> list[Problem]:
         query = sa.select(s.problems).order_by(s.problems.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
@@ -762,6 +836,33 @@ def _of_version(table: sa.Table) -> sa.ColumnElement[bool]:
     return sa.and_(table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from"))
 
 
+_OBSERVATIONS_OF = sa.select(
+    s.process_observations.c.process_id, s.process_observations.c.at, s.process_observations.c.content_hash
+).where(
+    s.process_observations.c.process_id.in_(sa.bindparam("ids", expanding=True)),
+    s.process_observations.c.at >= sa.bindparam("since"),
+)
+_OBSERVATION_DELETE = s.process_observations.delete().where(
+    s.process_observations.c.process_id == sa.bindparam("_pid"),
+    s.process_observations.c.at == sa.bindparam("_at"),
+)
+_OBSERVATION_COLUMNS = ("process_id", "at", "content_hash", "first_seen")
+_EDGES_OF_HASH = (
+    LineageStore._edge_query()
+    .add_columns(s.edges.c.source_id, s.edges.c.target_id)
+    .where(
+        s.edges.c.process_id == sa.bindparam("_pid"),
+        s.edges.c.valid_from
+        == (
+            sa.select(sa.func.min(s.process_versions.c.valid_from))
+            .where(
+                s.process_versions.c.process_id == sa.bindparam("_pid"),
+                s.process_versions.c.content_hash == sa.bindparam("_hash"),
+            )
+            .scalar_subquery()
+        ),
+    )
+)
 _VERSION_DELETE = s.process_versions.delete().where(_of_version(s.process_versions))
 _VERSION_EDGES_DELETE = s.edges.delete().where(_of_version(s.edges))
 _VERSION_CLOSE = (
