@@ -89,28 +89,28 @@ def insert_columns(
     An explicit column list maps by position; so does the target's known schema (minus
     static partition columns, with dynamic ones last, as Hive lays them out) — but only an
     order that was declared (`ordered`: DDL, a schema file), never the order in which columns
-    happened to be seen, and only from a query whose own output order is known. Where the order
-    is unknown, outputs map by name when every one names a known target column; otherwise the
-    mapping is unknown (None: table-level lineage only). With no known target columns, the
-    query's own output names are used, its last outputs feeding the dynamic partitions.
-    An unexpanded `*` leaves positions unknown: then known target columns are matched by
-    name, with low confidence.
+    happened to be seen. Without a declared order the query's own output names are used, its
+    last outputs feeding the dynamic partitions — as on a store that has seen nothing, so a
+    second ingest maps as the first did. A query whose own output order is unknown (a `*` over
+    columns only seen) maps by name onto the positions' names when all of them match, else
+    not at all (None: table-level lineage only). An unexpanded `*` leaves positions unknown:
+    then known target columns are matched by name, with low confidence.
     """
     outputs = relation.columns
     if by_name:
         return [(name, deps, Confidence.HIGH) for name, deps in outputs if name not in static]
     if explicit is not None:
         names = explicit + [d for d in dynamic if d not in explicit]
-    elif known is not None:
+    elif known is not None and ordered:
         names = [c for c in known if c not in static and c not in dynamic] + dynamic
     else:
         names = None
     if not relation.complete:
-        wanted = names or [name for name, _ in outputs]
+        wanted = names or known or [name for name, _ in outputs]
         return [
             (name, deps, Confidence.LOW) for name in wanted if (deps := relation.lookup(name)) is not None
         ]
-    if names is not None and not (relation.ordered and (explicit is not None or ordered)):
+    if names is not None and not relation.ordered:
         present = set(names)
         if all(name in present for name, _ in outputs):
             return [(name, deps, Confidence.HIGH) for name, deps in outputs]
