@@ -203,7 +203,13 @@ class Tracelake:
         index = self.index()
         starts = self.resolve(names, index)
         result = traverse.lineage(index, starts, direction, **_traverse_kwargs(filters))
-        distances = {index.urns[p]: d for p, d in result.distances().items()}
+        as_of = filters.as_of
+        distances = {
+            index.urns[p]: d
+            for p, d in result.distances().items()
+            # a start node is shown as of a time only if it was in the graph then
+            if d > 0 or as_of is None or index.existed_at(p, as_of)
+        }
         records = self.store.nodes(distances)
         nodes = [_node_view(urn, records.get(urn), index, distance) for urn, distance in distances.items()]
         nodes.sort(key=lambda n: (n.distance or 0, n.id))
@@ -252,7 +258,7 @@ class Tracelake:
         edges = [_edge_view(e) for e in self.store.edges(touching=urn, as_of=as_of)]
         return NodeDetails(
             node=node,
-            fields=self.store.fields_of(urn) if node.node_type == "asset" else [],
+            fields=self.store.fields_of(urn, _declared(node)) if node.node_type == "asset" else [],
             inputs=sorted((e for e in edges if e.target == urn), key=_edge_order),
             outputs=sorted((e for e in edges if e.source == urn), key=_edge_order),
         )
@@ -317,6 +323,12 @@ def _edge_view(edge: EdgeRef | EdgeRecord) -> EdgeView:
         valid_from=edge.valid_from,
         valid_to=edge.valid_to,
     )
+
+
+def _declared(node: NodeRecord) -> list[str]:
+    """The asset's declared column order, where DDL or a write declared one."""
+    columns = node.properties.get("columns")
+    return [c for c in columns if isinstance(c, str)] if isinstance(columns, list) else []
 
 
 def _edge_order(edge: EdgeView) -> tuple[str, str, str, str]:

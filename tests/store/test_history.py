@@ -30,7 +30,7 @@ from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql import collect_query_log
 from tracelake.graph import traverse
 from tracelake.graph.index import GraphIndex
-from tracelake.service import Tracelake
+from tracelake.service import Tracelake, TraversalFilters
 from tracelake.store import LineageStore
 
 T = "hive.table/"
@@ -313,3 +313,17 @@ def test_a_late_run_is_in_force_only_until_the_next_run_however_the_logs_arrive(
     assert {(s, t) for s, t in column_pairs(store) if t.endswith("#v")} == {(f"{T}raw.s#x", f"{T}stg.t#v")}
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM process_versions")).scalar() == 3
+
+
+def test_lineage_as_of_a_time_before_a_node_had_lineage_shows_nothing(tmp_path: Path) -> None:
+    store = LineageStore(f"sqlite:///{tmp_path / 'l.db'}")
+    service = Tracelake(store)
+    service.ingest_sql(late_log(tmp_path / "log.jsonl", LATE_MAIN))
+    before = service.lineage(
+        [f"{T}stg.t#v"], "upstream", TraversalFilters(as_of=datetime(2024, 2, 1, tzinfo=UTC))
+    )
+    during = service.lineage(
+        [f"{T}stg.t#v"], "upstream", TraversalFilters(as_of=datetime(2024, 3, 2, tzinfo=UTC))
+    )
+    assert before.nodes == [] and before.edges == []
+    assert {node.id for node in during.nodes} == {f"{T}stg.t#v", f"{T}raw.s#x"}

@@ -68,7 +68,10 @@ def test_ingest_writes_nodes_edges_runs_and_properties(store: LineageStore) -> N
     assert log is not None and log.owner == "safety-team" and log.layer == "ods" and log.kind == "hive.table"
     religion = store.node(f"{LOG}#religion")
     assert religion is not None and religion.data_type == "string" and religion.parent_id == log.id
-    assert [f.urn for f in store.fields_of(TRAIN)] == [f"{TRAIN}#target_user_id", f"{TRAIN}#target_religion"]
+    # by name, not in the order seen; a declared order comes first
+    assert [f.urn for f in store.fields_of(TRAIN)] == [f"{TRAIN}#target_religion", f"{TRAIN}#target_user_id"]
+    declared = store.fields_of(TRAIN, ["target_user_id", "target_religion"])
+    assert [f.urn for f in declared] == [f"{TRAIN}#target_user_id", f"{TRAIN}#target_religion"]
     with store.engine.connect() as conn:
         assert (
             conn.execute(sa.text("SELECT job_id FROM runs WHERE run_id = 'run-1'")).scalar()

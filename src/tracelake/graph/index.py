@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracelake.model import Confidence, Signal, Transformation, UrnError, resolve_node
-from tracelake.store.schema import from_micros
+from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import NODE_TYPES, OPEN_END, GraphSnapshot
 
 if TYPE_CHECKING:
@@ -185,6 +185,16 @@ class GraphIndex:
     @property
     def n_edges(self) -> int:
         return len(self.edge_ids)
+
+    def existed_at(self, position: int, moment: datetime) -> bool:
+        """Whether an edge into or out of the node was in force at `moment`: a node is in the
+        graph as of a time only through the lineage it had then."""
+        at = to_micros(moment)
+        for adjacency in (self.downstream, self.upstream):
+            edges = adjacency.edges[adjacency.indptr[position] : adjacency.indptr[position + 1]]
+            if bool(np.any((self.edge_valid_from[edges] <= at) & (at < self.edge_valid_to[edges]))):
+                return True
+        return False
 
     def position(self, urn: str) -> int:
         """The position of a node, also accepting a plain table name (`db.tbl`, `db.tbl#col`)."""

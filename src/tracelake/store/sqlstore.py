@@ -653,16 +653,24 @@ class LineageStore:
     def node(self, urn: str) -> NodeRecord | None:
         return self.nodes([urn]).get(urn)
 
-    def fields_of(self, asset_urn: str) -> list[NodeRecord]:
+    def fields_of(self, asset_urn: str, declared: Sequence[str] = ()) -> list[NodeRecord]:
+        """The asset's fields: the `declared` columns first, in that order, then the rest by name
+        (never in the order the store happened to see them)."""
         parent = s.nodes.alias("parent")
         query = (
             sa.select(s.nodes)
             .join(parent, s.nodes.c.parent_id == parent.c.id)
             .where(parent.c.urn == asset_urn)
-            .order_by(s.nodes.c.id)
         )
         with self.engine.connect() as conn:
-            return [_node_record(row) for row in conn.execute(query)]
+            records = [_node_record(row) for row in conn.execute(query)]
+        place = {name: position for position, name in enumerate(declared)}
+
+        def order(record: NodeRecord) -> tuple[int, str]:
+            path = record.urn.partition("#")[2]
+            return place.get(path.split(".", 1)[0], len(place)), path
+
+        return sorted(records, key=order)
 
     def labelled(self, prefix: str) -> dict[str, tuple[str, ...]]:
         """Nodes with a label starting with `prefix` (e.g. "identity."), and those labels."""
