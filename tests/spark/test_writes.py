@@ -235,3 +235,24 @@ def test_in_memory_sources_are_not_assets(lake: Lake) -> None:
     assert {a.urn for a in batch.assets} == {lake.urn("out"), lake.urn("numbers")}
     assert {f.urn for f in batch.fields} >= {lake.urn("out") + "#label", lake.urn("numbers") + "#twice"}
     assert batch.processes[0].metadata["in_memory_inputs"] == 2
+
+
+def test_a_table_write_declares_its_column_order_for_positional_sql_inserts(lake: Lake, tmp_path) -> None:
+    """A `saveAsTable` of (name, id) declares that order; a later positional INSERT in a SQL log
+    maps by it, not by the names its query happens to give."""
+    from tracelake.service import Tracelake
+    from tracelake.store import LineageStore
+
+    people = lake.read("people")
+    target = _table(lake, "tl_ordered")
+
+    batch = lake.run(lambda: people.select("name", "id").write.saveAsTable("tl_ordered")).batch()
+
+    (asset,) = [a for a in batch.assets if a.urn == target]
+    assert asset.metadata["columns"] == ["name", "id"]
+    store = LineageStore(f"sqlite:///{tmp_path / 'l.db'}")
+    store.ingest(batch)
+    (tmp_path / "log.sql").write_text("INSERT INTO tl_ordered SELECT s.id, s.label AS name FROM src.s s;")
+    Tracelake(store).ingest_sql(tmp_path / "log.sql")
+    mapped = {(e.source, e.target) for e in store.edges() if e.source.startswith("hive.table/src.s#")}
+    assert mapped == {("hive.table/src.s#id", f"{target}#name"), ("hive.table/src.s#label", f"{target}#id")}

@@ -466,6 +466,9 @@ def _write(
     dataset = target.dataset
     typed = dict(schema_columns(details.get("schema")))
     dataset.columns = [(a.name, typed.get(a.name) or a.data_type) for a in rel.attrs]
+    if dataset.kind == "table":
+        # the analysed write lines its query up with the table's columns: their declared order
+        dataset.metadata["columns"] = [a.name.lower() for a in rel.attrs]
     result.writes[dataset.urn] = dataset
     edges = result.edges
     for source in sorted(rel.tables):
