@@ -36,4 +36,4 @@ bench:
 	$(BIN)/python bench/probes.py
 
 clean:
-	rm -rf .tracelake .pytest_cache .ruff_cache
+	rm -rf .tracelake .pytest_cache .ruff_cache .hypothesis
