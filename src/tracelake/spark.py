@@ -384,7 +384,9 @@ class SparkTracker:
 def _asset_metadata(dataset: Dataset) -> dict[str, Any]:
     """What describes the dataset itself (not one write of it: the mode is the run's)."""
     keep = {
-        k: v for k, v in dataset.metadata.items() if k in ("format", "type", "partitioned_by", "url", "columns")
+        k: v
+        for k, v in dataset.metadata.items()
+        if k in ("format", "type", "partitioned_by", "url", "columns")
     }
     return {"storage": dataset.kind, **keep}
 
