@@ -128,8 +128,9 @@ class Tracelake:
         # Columns the store has seen are names only (the order they were first seen in is no
         # table's order); orders declared by DDL or a write, and the schema file's, are orders.
         schema = SchemaCatalog.from_mapping(self.store.known_columns(), default_db=default_db, ordered=False)
-        for table, columns in self.store.declared_columns().items():
-            schema.replace(table, columns)
+        for table, versions in self.store.declared_columns().items():
+            for declared_at, columns in versions:
+                schema.declare(table, columns, declared_at)
         if schema_file is not None:
             for table in (from_file := SchemaCatalog.from_file(schema_file, default_db=default_db)).tables():
                 schema.replace(table, from_file.columns(table) or [])
@@ -258,10 +259,16 @@ class Tracelake:
         edges = [_edge_view(e) for e in self.store.edges(touching=urn, as_of=as_of)]
         return NodeDetails(
             node=node,
-            fields=self.store.fields_of(urn, _declared(node)) if node.node_type == "asset" else [],
+            fields=self.store.fields_of(urn, self._declared(urn, as_of)) if node.node_type == "asset" else [],
             inputs=sorted((e for e in edges if e.target == urn), key=_edge_order),
             outputs=sorted((e for e in edges if e.source == urn), key=_edge_order),
         )
+
+    def _declared(self, urn: str, as_of: datetime | None) -> list[str]:
+        """The asset's column order declared last (by `as_of`), or none."""
+        versions = self.store.declared_columns(urn).get(urn, [])
+        chosen = [columns for at, columns in versions if as_of is None or at <= as_of]
+        return chosen[-1] if chosen else []
 
     def diff(self, since: datetime, until: datetime) -> DiffView:
         changes = self.store.diff(since, until)
@@ -323,12 +330,6 @@ def _edge_view(edge: EdgeRef | EdgeRecord) -> EdgeView:
         valid_from=edge.valid_from,
         valid_to=edge.valid_to,
     )
-
-
-def _declared(node: NodeRecord) -> list[str]:
-    """The asset's declared column order, where DDL or a write declared one."""
-    columns = node.properties.get("columns")
-    return [c for c in columns if isinstance(c, str)] if isinstance(columns, list) else []
 
 
 def _edge_order(edge: EdgeView) -> tuple[str, str, str, str]:

@@ -327,3 +327,43 @@ def test_lineage_as_of_a_time_before_a_node_had_lineage_shows_nothing(tmp_path: 
     )
     assert before.nodes == [] and before.edges == []
     assert {node.id for node in during.nodes} == {f"{T}stg.t#v", f"{T}raw.s#x"}
+
+
+DECLARED = [
+    ("CREATE TABLE d.t (a STRING, b STRING)", "2024-03-01T00:00:00Z"),
+    ("INSERT INTO d.t SELECT s.x, s.y FROM src.s s", "2024-03-02T00:00:00Z"),
+    ("CREATE OR REPLACE TABLE d.t (b STRING, a STRING)", "2024-03-03T00:00:00Z"),
+    ("INSERT INTO d.t SELECT s.x, s.y FROM src.s s", "2024-03-04T00:00:00Z"),
+]
+
+
+def declared_log(path: Path, entries: Sequence[tuple[str, str]]) -> Path:
+    return write_log(path, [json.dumps({"query": q, "timestamp": t}) for q, t in entries])
+
+
+@pytest.mark.parametrize(
+    "arrangement",
+    [[DECLARED], [DECLARED, DECLARED], [list(reversed(DECLARED))], [DECLARED[::2], DECLARED[1::2]]],
+)
+def test_a_positional_insert_maps_by_the_column_order_declared_at_its_time(
+    tmp_path: Path, arrangement: list[list[tuple[str, str]]]
+) -> None:
+    """(a, b) from 03-01, (b, a) from 03-03: the INSERT of 03-02 writes x → a, that of 03-04 x → b,
+    whatever order the entries are in and however often they are ingested."""
+    store = LineageStore(f"sqlite:///{tmp_path / 'l.db'}")
+    service = Tracelake(store)
+    for n, entries in enumerate(arrangement):
+        service.ingest_sql(declared_log(tmp_path / f"{n}.jsonl", entries))
+    mapped = {(e.source, e.target) for e in store.edges() if e.source.startswith(f"{T}src.s#")}
+    assert mapped == {(f"{T}src.s#x", f"{T}d.t#b"), (f"{T}src.s#y", f"{T}d.t#a")}  # in force now: 03-04's
+    every = {
+        (row[0], row[1], row[6]) for row in history_rows(store)[0] if str(row[0]).startswith(f"{T}src.s#")
+    }
+    day = {n: int(datetime(2024, 3, n, tzinfo=UTC).timestamp() * 1_000_000) for n in (2, 4)}
+    assert every == {
+        (f"{T}src.s#x", f"{T}d.t#a", day[2]),
+        (f"{T}src.s#y", f"{T}d.t#b", day[2]),
+        (f"{T}src.s#x", f"{T}d.t#b", day[4]),
+        (f"{T}src.s#y", f"{T}d.t#a", day[4]),
+    }
+    assert [f.urn.partition("#")[2] for f in service.show(f"{T}d.t").fields] == ["b", "a"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ class SchemaCatalog:
         self._resolved: dict[str, str] = {}
         self._top_level: dict[str, list[str]] = {}
         self._unordered: set[str] = set()
+        # column orders declared over time (DDL, CREATE … AS SELECT, a table write)
+        self._declared: dict[str, list[tuple[datetime, list[str]]]] = {}
         for name, columns in (tables or {}).items():
             self.add(name, columns)
 
@@ -69,11 +72,25 @@ class SchemaCatalog:
         return urn
 
     def replace(self, table: str, columns: ColumnSpec) -> str:
-        """Declare a table's columns anew, in this order, whatever was known of it before."""
+        """Declare a table's columns anew, in this order, for all time (a schema file)."""
         urn = self._table_urn(table)
         self._tables.pop(urn, None)
         self._unordered.discard(urn)
+        self._declared.pop(urn, None)
         return self.add(urn, columns)
+
+    def declare(self, table: str, columns: Iterable[str], at: datetime) -> str:
+        """A column order declared at `at` by DDL, a CREATE … AS SELECT or a table write."""
+        urn = self._table_urn(table)
+        names = [name.lower() for name in columns]
+        if urn not in self._tables:
+            self.add(urn, names, ordered=False)
+        versions = self._declared.setdefault(urn, [])
+        if (at, names) not in versions:
+            versions.append((at, names))
+            # by time; two at one instant in a fixed order, whichever arrived first
+            versions.sort(key=lambda version: (version[0], version[1]))
+        return urn
 
     @classmethod
     def from_file(cls, path: Path | str, *, default_db: str = DEFAULT_DATABASE) -> SchemaCatalog:
@@ -132,10 +149,16 @@ class SchemaCatalog:
             top = self._top_level[urn] = list(dict.fromkeys(path.split(".", 1)[0] for path in known))
         return list(top)
 
-    def is_ordered(self, table_urn: str) -> bool:
-        """Whether the table's column order is declared (positional INSERTs may use it)."""
+    def declared_order(self, table_urn: str, at: datetime | None = None) -> list[str] | None:
+        """The table's top-level columns in their declared order as of `at` (None:
+        the latest), or None when no order was declared by then: a schema file's holds for all
+        time, a declaration kept by the store from its moment on. Positional INSERTs need it."""
         urn = self._table_urn(table_urn)
-        return urn in self._tables and urn not in self._unordered
+        versions = self._declared.get(urn)
+        if versions is None:
+            return self.top_level_columns(urn) if urn in self._tables and urn not in self._unordered else None
+        chosen = [names for when, names in versions if at is None or when <= at]
+        return list(chosen[-1]) if chosen else None
 
     def column_type(self, table_urn: str, path: str) -> str | None:
         known = self._tables.get(self._table_urn(table_urn))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from tracelake.model import (
     Signal,
     as_utc,
     fingerprint,
+    utcnow,
 )
 
 QUERY_LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log"})
@@ -104,6 +105,7 @@ class _RunBuilder:
         collection: SqlCollection,
     ) -> None:
         """Parse and apply every statement of `text`; failures become problems."""
+        self.state.at = self.moment()
         for item in parse_statements(text, dialect):
             collection.statements += 1
             if isinstance(item, StatementError):
@@ -141,6 +143,20 @@ class _RunBuilder:
             # failure must not stop the run
             return f"could not work out the lineage: {type(error).__name__}: {error}"[:500]
         return None
+
+    def moment(self) -> datetime:
+        """When the run ran: its start, or now for a run without a time."""
+        return as_utc(self.started_at) if self.started_at is not None else utcnow()
+
+    def share_declarations(self) -> None:
+        """Column orders this run declared, for the runs collected after it (in time order)."""
+        schema = self.state.schema
+        if schema is None:
+            return
+        for urn, metadata in self.state.assets.items():
+            columns = metadata.get("columns")
+            if isinstance(columns, list):
+                schema.declare(urn, columns, self.moment())
 
     def batch(
         self, process_urn: str, name: str, metadata: dict[str, Any], job_id: str | None
@@ -216,6 +232,7 @@ def collect_sql(
     if run.parsed:
         urn = process or (f"sql.job/{job_id}" if job_id else f"sql.script/{source}")
         collection.batches.append(run.batch(urn, job_id or source, {"source": source}, job_id))
+        run.share_declarations()
     return collection
 
 
@@ -309,7 +326,8 @@ def collect_query_log(
     collection.problems.extend(reading.problems)
     collection.statements += reading.rejected
     collection.failed += reading.rejected
-    for entries in reading.runs:
+    # In time order, so a column order declared by one run holds for the runs after it.
+    for entries in sorted(reading.runs, key=_run_start):
         _collect_run(entries, source, dialect, schema, default_db, collection)
         if progress is not None:
             progress(collection.statements)
@@ -344,6 +362,12 @@ def _collect_run(
         name = f"query at {source}, entry {first.number}"
     metadata = {"source": source, "entries": [e.number for e in entries]}
     collection.batches.append(run.batch(urn, name, metadata, first.job_id))
+    run.share_declarations()
+
+
+def _run_start(entries: list[LogEntry]) -> datetime:
+    times = [as_utc(e.timestamp) for e in entries if e.timestamp is not None]
+    return min(times) if times else datetime.max.replace(tzinfo=UTC)
 
 
 def _entry_dialect(entry: LogEntry, default: str, source: str, collection: SqlCollection) -> str:

@@ -12,6 +12,7 @@ it when something real reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -64,6 +65,7 @@ class RunState:
     notes: list[str] = field(default_factory=list)
     # what the last statement could not trace, for the collector to record as problems
     warnings: list[str] = field(default_factory=list)
+    at: datetime | None = None  # when the run ran: which declared column orders hold
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -298,7 +300,10 @@ class RunState:
             return list(learnt), target.urn not in self.unordered
         if self.schema is None:
             return None, False
-        return self.schema.top_level_columns(target.urn), self.schema.is_ordered(target.urn)
+        order = self.schema.declared_order(target.urn, self.at)
+        if order is not None:
+            return order, True
+        return self.schema.top_level_columns(target.urn), False
 
     def _like_columns(self, node: exp.Table) -> list[tuple[str, str | None]]:
         source = self._target(node)

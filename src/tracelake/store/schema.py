@@ -64,6 +64,17 @@ process_observations = sa.Table(
     sa.Column("first_seen", sa.BigInteger, nullable=False),
 )
 
+# The column order an asset was declared with (DDL, CREATE … AS SELECT, a table write), from
+# the moment it was declared: positional INSERTs are mapped by the order in force at their time.
+column_orders = sa.Table(
+    "column_orders",
+    metadata,
+    sa.Column("asset_id", sa.Integer, sa.ForeignKey("nodes.id"), primary_key=True),
+    sa.Column("at", sa.BigInteger, primary_key=True),
+    sa.Column("columns", sa.JSON, nullable=False),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+)
+
 edges = sa.Table(
     "edges",
     metadata,

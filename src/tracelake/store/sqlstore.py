@@ -270,6 +270,7 @@ class LineageStore:
             with self.engine.begin() as conn:
                 ids = self._upsert_nodes(conn, batch_list, now_us, report)
                 self._write_versions(conn, batch_list, ids, now_us, report)
+                self._write_column_orders(conn, batch_list, ids, now_us)
                 self._write_runs(conn, batch_list, ids, report)
                 self._write_problems(conn, batch_list, now_us, report)
                 self._bump_version(conn)
@@ -529,6 +530,47 @@ class LineageStore:
                     found.setdefault(pid, {})[at] = content
         return found
 
+    def _write_column_orders(
+        self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], now_us: int
+    ) -> None:
+        """Keep each declared column order (an asset's `columns`) under the batch's time."""
+        declared: dict[tuple[int, int], list[str]] = {}
+        for batch in batches:
+            at = to_micros(batch.observed_at) if batch.observed_at else now_us
+            for asset in batch.assets:
+                columns = asset.metadata.get("columns")
+                if isinstance(columns, list) and all(isinstance(c, str) for c in columns):
+                    key = (ids[asset.urn], at)
+                    # two at one instant: a fixed choice, whatever order they came in
+                    declared[key] = max(declared.get(key, []), list(columns))
+        if not declared:
+            return
+        o = s.column_orders
+        stored: dict[tuple[int, int], list[str]] = {}
+        for chunk in _chunks(sorted({asset for asset, _ in declared})):
+            for row in conn.execute(
+                sa.select(o.c.asset_id, o.c.at, o.c.columns).where(o.c.asset_id.in_(chunk))
+            ):
+                stored[(row.asset_id, row.at)] = row.columns
+        changed = [
+            key
+            for key, columns in declared.items()
+            if key in stored and max(stored[key], columns) != stored[key]
+        ]
+        for asset_id, at in changed:
+            conn.execute(
+                o.update()
+                .where(o.c.asset_id == asset_id, o.c.at == at)
+                .values(columns=declared[(asset_id, at)])
+            )
+        new = [
+            {"asset_id": asset_id, "at": at, "columns": columns, "first_seen": now_us}
+            for (asset_id, at), columns in declared.items()
+            if (asset_id, at) not in stored
+        ]
+        if new:
+            conn.execute(o.insert(), new)
+
     def _write_runs(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], report: IngestReport
     ) -> None:
@@ -754,18 +796,17 @@ class LineageStore:
                     columns[asset_urn].append(path)
         return dict(columns)
 
-    def declared_columns(self) -> dict[str, list[str]]:
-        """Column orders declared for assets (by DDL, a CREATE … AS SELECT, an observed write):
-        the `columns` property, where one was recorded."""
-        query = sa.select(s.nodes.c.urn, s.nodes.c.properties).where(
-            s.nodes.c.node_type == "asset", s.nodes.c.properties.is_not(None)
-        )
-        declared: dict[str, list[str]] = {}
+    def declared_columns(self, urn: str | None = None) -> dict[str, list[tuple[datetime, list[str]]]]:
+        """Column orders declared for assets (by DDL, a CREATE … AS SELECT, a table write), each
+        with the time it was declared, oldest first; of one asset if `urn` is given."""
+        o = s.column_orders
+        query = sa.select(s.nodes.c.urn, o.c.at, o.c.columns).join(s.nodes, s.nodes.c.id == o.c.asset_id)
+        if urn is not None:
+            query = query.where(s.nodes.c.urn == urn)
+        declared: dict[str, list[tuple[datetime, list[str]]]] = {}
         with self.engine.connect() as conn:
-            for urn, properties in conn.execute(query):
-                columns = (properties or {}).get("columns")
-                if isinstance(columns, list) and all(isinstance(c, str) for c in columns):
-                    declared[urn] = columns
+            for asset, at, columns in conn.execute(query.order_by(o.c.at)):
+                declared.setdefault(asset, []).append((from_micros(at), list(columns)))
         return declared
 
     def problems(self, limit: int = 100) -> list[Problem]:
