@@ -62,6 +62,11 @@ def plan_history(
     plan = HistoryPlan()
     if not incoming:
         return plan
+    if not stored and len(incoming) == 1:  # a process seen for the first time: one version
+        ((at, content),) = incoming.items()
+        plan.insert.append(StoredVersion(at, None, content))
+        plan.observations[at] = content
+        return plan
     versions = sorted(stored, key=lambda v: v.valid_from)
     earliest = min(incoming)
     covering = next((v for v in versions if v.covers(earliest)), None)

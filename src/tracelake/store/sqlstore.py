@@ -423,19 +423,24 @@ class LineageStore:
             for edge in batch.edges:
                 by_process.setdefault(edge.process, {})[edge.key] = edge
             for process_urn, edge_map in by_process.items():
-                # two observations at one instant are one: their edges united
-                _unite_into(incoming.setdefault(ids[process_urn], {}).setdefault(at, {}), edge_map)
+                slots = incoming.setdefault(ids[process_urn], {})
+                if at in slots:  # two observations at one instant are one: their edges united
+                    _unite_into(slots[at], edge_map)
+                else:
+                    slots[at] = edge_map
         if not incoming:
             return
         edges = _EdgeSets(conn)
-        for process_id, by_at in incoming.items():
-            for edge_map in by_at.values():
-                edges.known(process_id, list(edge_map.values()))
+        hashes_of = {
+            process_id: {
+                at: edges.known(process_id, list(edge_map.values())) for at, edge_map in by_at.items()
+            }
+            for process_id, by_at in incoming.items()
+        }
         versions = self._load_versions(conn, set(incoming))
         observations = self._load_observations(conn, {pid: min(by_at) for pid, by_at in incoming.items()})
         plans: dict[int, HistoryPlan] = {}
-        for process_id, by_at in incoming.items():
-            hashes = {at: _content_hash(edge_map.values()) for at, edge_map in by_at.items()}
+        for process_id, hashes in hashes_of.items():
             plan = plan_history(
                 versions[process_id],
                 observations.get(process_id, {}),
