@@ -182,6 +182,17 @@ def test_show_lists_fields_and_edges(db: str) -> None:
     assert {e["source"] for e in node["inputs"]} == {f"{T}dating.abuse_reports", f"{T}dating.user_profile"}
 
 
+def test_show_as_a_table_prints_the_node_its_fields_and_its_edges_with_their_process(db: str) -> None:
+    """The README's own example, in the default format (it once crashed on its edge table)."""
+    ingest_example(db)
+
+    code, out, err = run("show", "dating.safety_log_tbl", "--db", db)
+
+    assert code == 0, err
+    assert "dating.safety_log_tbl" in out and "fields:" in out and "religion" in out
+    assert "inputs" in out and "process" in out and "dating.abuse_reports" in out
+
+
 def test_show_as_of_a_date_lists_the_edges_of_then(db: str) -> None:
     ingest_example(db)
 

@@ -388,18 +388,20 @@ def short(urn: str) -> str:
     return urn.removeprefix(f"{DEFAULT_SYSTEM}.table/")
 
 
-def edge_table(edges: list[EdgeView], *, title: str) -> Table:
+def edge_table(edges: list[EdgeView], *, title: str, with_process: bool = False) -> Table:
     table = Table(title=title)
-    for column in ("source", "target", "transformation", "confidence", "signal"):
+    columns = ("source", "target", "transformation", "confidence", "signal")
+    for column in (*columns, "process") if with_process else columns:
         table.add_column(column, overflow="fold")
     for edge in edges:
-        table.add_row(
+        cells = [
             short(edge.source),
             short(edge.target),
             edge.transformation or "(table)",
             edge.confidence,
             edge.signal,
-        )
+        ]
+        table.add_row(*cells, short(edge.process)) if with_process else table.add_row(*cells)
     return table
 
 
