@@ -297,6 +297,11 @@ class FlowEdge:
         return (self.source, self.target, self.process, self.signal, self.transformation or "")
 
 
+# The asset metadata key under which a collector declares a table's column order (DDL, a
+# CREATE … AS SELECT, a table write); the store keeps each declaration with its time.
+DECLARED_COLUMNS = "columns"
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """Bad input found while collecting: what, where, and why, recorded rather than raised."""

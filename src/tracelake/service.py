@@ -266,9 +266,10 @@ class Tracelake:
 
     def _declared(self, urn: str, as_of: datetime | None) -> list[str]:
         """The asset's column order declared last (by `as_of`), or none."""
-        versions = self.store.declared_columns(urn).get(urn, [])
-        chosen = [columns for at, columns in versions if as_of is None or at <= as_of]
-        return chosen[-1] if chosen else []
+        catalog = SchemaCatalog()
+        for at, columns in self.store.declared_columns(urn).get(urn, []):
+            catalog.declare(urn, columns, at)
+        return catalog.declared_order(urn, as_of) or []
 
     def diff(self, since: datetime, until: datetime) -> DiffView:
         changes = self.store.diff(since, until)

@@ -28,6 +28,7 @@ from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_acti
 from tracelake.collect.spark_listener import ActionCapture, ActionFailure, LineageListener, ListenerQueue
 from tracelake.collect.sql_relation import Deps, add_dep, column_urn
 from tracelake.model import (
+    DECLARED_COLUMNS,
     Asset,
     Confidence,
     Field,
@@ -386,7 +387,7 @@ def _asset_metadata(dataset: Dataset) -> dict[str, Any]:
     keep = {
         k: v
         for k, v in dataset.metadata.items()
-        if k in ("format", "type", "partitioned_by", "url", "columns")
+        if k in ("format", "type", "partitioned_by", "url", DECLARED_COLUMNS)
     }
     return {"storage": dataset.kind, **keep}
 

@@ -30,7 +30,7 @@ from tracelake.collect.spark_datasets import (
 from tracelake.collect.spark_expressions import ExpressionWalker, Scope
 from tracelake.collect.spark_plan import Expr, NodeRef, PlanNode, all_nodes, detail_kind, relation_key
 from tracelake.collect.sql_relation import Deps, T, add_composed, add_dep, column_urn
-from tracelake.model import Confidence, Transformation
+from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
 
 EdgeKey = tuple[str, str, Transformation | None]
 Details = dict[NodeRef, dict[str, str]]
@@ -468,7 +468,7 @@ def _write(
     dataset.columns = [(a.name, typed.get(a.name) or a.data_type) for a in rel.attrs]
     if dataset.kind == "table":
         # the analysed write lines its query up with the table's columns: their declared order
-        dataset.metadata["columns"] = [a.name.lower() for a in rel.attrs]
+        dataset.metadata[DECLARED_COLUMNS] = [a.name.lower() for a in rel.attrs]
     result.writes[dataset.urn] = dataset
     edges = result.edges
     for source in sorted(rel.tables):

@@ -26,6 +26,7 @@ from tracelake.collect.sql_log import LogEntry, read_log
 from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
 from tracelake.collect.sql_statements import RunState
 from tracelake.model import (
+    DECLARED_COLUMNS,
     DEFAULT_DATABASE,
     Asset,
     Field,
@@ -154,7 +155,7 @@ class _RunBuilder:
         if schema is None:
             return
         for urn, metadata in self.state.assets.items():
-            columns = metadata.get("columns")
+            columns = metadata.get(DECLARED_COLUMNS)
             if isinstance(columns, list):
                 schema.declare(urn, columns, self.moment())
 

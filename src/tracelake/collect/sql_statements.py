@@ -31,7 +31,14 @@ from tracelake.collect.sql_targets import (
     output_columns,
     partition_spec,
 )
-from tracelake.model import DEFAULT_CATALOGS, Confidence, Transformation, field_urn, table_urn
+from tracelake.model import (
+    DECLARED_COLUMNS,
+    DEFAULT_CATALOGS,
+    Confidence,
+    Transformation,
+    field_urn,
+    table_urn,
+)
 
 _GLOBAL_TEMP_DB = "global_temp"
 # Where `_resolve_tables` leaves, on each table node, what the name stands for.
@@ -374,7 +381,7 @@ class RunState:
         self.learnt[target.urn] = dict(definitions)
         self.unordered.discard(target.urn)
         if definitions:
-            self.assets.setdefault(target.urn, {})["columns"] = [name for name, _ in definitions]
+            self.assets.setdefault(target.urn, {})[DECLARED_COLUMNS] = [name for name, _ in definitions]
             for name, data_type in definitions:
                 self.field_types[field_urn(target.urn, name)] = data_type
 
@@ -405,7 +412,7 @@ class RunState:
             self.learnt[urn] = {name: self._column_type(urn, name) for name, _, _ in columns}
             if relation.ordered:  # a CREATE … AS SELECT declares its columns in the query's order
                 self.unordered.discard(urn)
-                metadata["columns"] = [name for name, _, _ in columns]
+                metadata[DECLARED_COLUMNS] = [name for name, _, _ in columns]
             else:
                 self.unordered.add(urn)
         for source in relation.tables:

@@ -23,6 +23,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from tracelake.model import (
+    DECLARED_COLUMNS,
     Asset,
     Confidence,
     Field,
@@ -187,6 +188,11 @@ class _EdgeSets:
                 )
             self.by_hash[(process_id, content)] = edges
         return edges
+
+
+def _observed_at(batch: LineageBatch, now_us: int) -> int:
+    """When a batch's signal was true, in epoch µs: its `observed_at`, else the ingest's now."""
+    return to_micros(batch.observed_at) if batch.observed_at else now_us
 
 
 def _unite_into(
@@ -368,7 +374,8 @@ class LineageStore:
                 "security_level": asset.security_level,
                 "labels": sorted(asset.labels) or None,
                 "description": asset.description,
-                "properties": asset.metadata or None,
+                # a declared column order is versioned in `column_orders`, not kept here as well
+                "properties": {k: v for k, v in asset.metadata.items() if k != DECLARED_COLUMNS} or None,
             }
         for fld in fields:
             said[ids[fld.urn]] = {"data_type": fld.data_type, "labels": sorted(fld.labels) or None}
@@ -414,7 +421,7 @@ class LineageStore:
         """Record each batch as an observation of its processes, and re-derive their versions."""
         incoming: dict[int, dict[int, dict[tuple[str, str, str, str, str], FlowEdge]]] = {}
         for batch in batches:
-            at = to_micros(batch.observed_at) if batch.observed_at else now_us
+            at = _observed_at(batch, now_us)
             by_process: dict[str, dict[tuple[str, str, str, str, str], FlowEdge]] = {
                 # a process listed with no edges is a version with no edges
                 process.urn: {}
@@ -541,9 +548,9 @@ class LineageStore:
         """Keep each declared column order (an asset's `columns`) under the batch's time."""
         declared: dict[tuple[int, int], list[str]] = {}
         for batch in batches:
-            at = to_micros(batch.observed_at) if batch.observed_at else now_us
+            at = _observed_at(batch, now_us)
             for asset in batch.assets:
-                columns = asset.metadata.get("columns")
+                columns = asset.metadata.get(DECLARED_COLUMNS)
                 if isinstance(columns, list) and all(isinstance(c, str) for c in columns):
                     key = (ids[asset.urn], at)
                     # two at one instant: a fixed choice, whatever order they came in
