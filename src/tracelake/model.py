@@ -330,6 +330,9 @@ class LineageBatch:
     runs: list[Run] = field(default_factory=list)
     edges: list[FlowEdge] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # OpenLineage events as received (already checked), kept for Marquez's read API: run and job
+    # facets, the lineage events listing. Other collectors leave it empty.
+    events: list[dict[str, Any]] = field(default_factory=list)
     observed_at: datetime | None = None
 
     def extend(self, other: LineageBatch) -> None:
@@ -339,3 +342,4 @@ class LineageBatch:
         self.runs.extend(other.runs)
         self.edges.extend(other.edges)
         self.problems.extend(other.problems)
+        self.events.extend(other.events)

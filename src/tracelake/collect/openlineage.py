@@ -96,6 +96,7 @@ def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
     """The lineage one RunEvent, DatasetEvent or JobEvent states; raises EventError if malformed."""
     builder = _Builder()
     _read_event(_At(event), builder)
+    builder.events.append(dict(event))
     return builder.batch()
 
 
@@ -122,6 +123,7 @@ def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
             _read_event(_At(event), builder)
         except EventError as error:
             raise EventError(f"$[{index}]{error.path[1:]}", error.reason) from error
+        builder.events.append(dict(event))
     return builder.batch()
 
 
@@ -504,6 +506,7 @@ class _Builder:
     processes: dict[str, Process] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)
     edges: dict[tuple[str, str, str, str, str], FlowEdge] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
     observed_at: datetime | None = None
 
     def observe(self, moment: datetime) -> None:
@@ -556,5 +559,6 @@ class _Builder:
             processes=list(self.processes.values()),
             runs=list(self.runs.values()),
             edges=list(self.edges.values()),
+            events=self.events,
             observed_at=self.observed_at,
         )
