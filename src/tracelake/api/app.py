@@ -52,6 +52,7 @@ class RequestError(ValueError):
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
     from tracelake.api import marquez, routes, routes_operations, routes_review, routes_subscriptions, ui
+    from tracelake.api.marquez_read import router as marquez_read_router
 
     settings = settings or ApiSettings()
 
@@ -83,6 +84,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.add_exception_handler(ReviewError, _review_error)
     app.add_exception_handler(EntityError, _request_error)
     app.include_router(marquez.router)
+    app.include_router(marquez_read_router)
     app.include_router(routes.router)
     app.include_router(routes_review.router)
     app.include_router(routes_subscriptions.router)

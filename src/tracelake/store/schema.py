@@ -107,6 +107,25 @@ runs = sa.Table(
     sa.Column("status", sa.String(32)),
 )
 
+# Every accepted OpenLineage event as it was received, for Marquez's read API: the events
+# listing, and run, job and dataset facets (which the graph does not keep). A dataset or job
+# event has no run; a dataset event no job.
+openlineage_events = sa.Table(
+    "openlineage_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_time", sa.BigInteger, nullable=False),
+    sa.Column("event_type", sa.String(32)),  # START, COMPLETE, …; NULL when the event has none
+    sa.Column("run_id", sa.String(200)),  # as the runs table keeps it (a UUID in canonical form)
+    sa.Column("job_namespace", sa.String(2000)),
+    sa.Column("job_name", sa.String(2000)),
+    sa.Column("received_at", sa.BigInteger, nullable=False),
+    sa.Column("body", sa.JSON, nullable=False),
+)
+sa.Index("ix_openlineage_events_time", openlineage_events.c.event_time)
+sa.Index("ix_openlineage_events_run", openlineage_events.c.run_id)
+sa.Index("ix_openlineage_events_job", openlineage_events.c.job_namespace, openlineage_events.c.job_name)
+
 problems = sa.Table(
     "problems",
     metadata,

@@ -279,6 +279,7 @@ class LineageStore:
                 self._write_column_orders(conn, batch_list, ids, now_us)
                 self._write_runs(conn, batch_list, ids, report)
                 self._write_problems(conn, batch_list, now_us, report)
+                self._write_events(conn, batch_list, now_us)
                 self._bump_version(conn)
         except BaseException:
             # Ids minted inside the rolled-back transaction do not exist.
@@ -634,6 +635,38 @@ class LineageStore:
         if rows:
             conn.execute(s.problems.insert(), rows)
         report.problems = len(rows)
+
+    def _write_events(self, conn: sa.Connection, batches: list[LineageBatch], now_us: int) -> None:
+        """Keep the OpenLineage events the batches came from, as received, for Marquez's read API."""
+        if not any(batch.events for batch in batches):
+            return
+        # here, not at the top: the emitter brings in the OpenLineage client, which only events need
+        from tracelake.emit.openlineage import openlineage_run_id
+
+        rows = []
+        for batch in batches:
+            for event in batch.events:
+                run, job = event.get("run") or {}, event.get("job") or {}
+                run_id = run.get("runId")
+                if isinstance(run_id, str) and run_id:
+                    run_id = openlineage_run_id(run_id)  # the runs table's form of the id
+                try:
+                    event_time = to_micros(datetime.fromisoformat(event["eventTime"]))
+                except (KeyError, TypeError, ValueError):
+                    event_time = now_us
+                rows.append(
+                    {
+                        "event_time": event_time,
+                        "event_type": event.get("eventType"),
+                        "run_id": run_id,
+                        "job_namespace": job.get("namespace"),
+                        "job_name": job.get("name"),
+                        "received_at": now_us,
+                        "body": event,
+                    }
+                )
+        if rows:
+            conn.execute(s.openlineage_events.insert(), rows)
 
     def _bump_version(self, conn: sa.Connection) -> None:
         conn.exec_driver_sql(_BUMP_VERSION)
