@@ -3,9 +3,10 @@ they were received, the runs, and the versions of processes with their dataset-l
 
 The events (`openlineage_events`, written by `LineageStore.ingest`) are the only place run, job
 and dataset facets are kept, since the graph records lineage, not what producers said about it.
-Facets follow Marquez: a run's are every facet its events gave, the later replacing the earlier
-one of the same name (a facet marked `_deleted` removes it); a job's are those of its latest
-event's run; a dataset's come from the latest event that names it. The queries run on SQLite and
+Facets accumulate, as OpenLineage means them to (an event that leaves a facet out does not
+remove it; one marked `_deleted` does): a run's are every facet its events gave, the later
+replacing the earlier one of the same name, as Marquez keeps them; a job's are those of its
+latest event's run; a dataset's those of the events that name it. The queries run on SQLite and
 PostgreSQL alike.
 """
 
@@ -25,8 +26,10 @@ from tracelake.store import schema as s
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import LineageStore, NodeRecord, _node_record
 
-# How many candidate events a dataset's facets are looked for in at a time, newest first.
+# How many candidate events a dataset's facets are looked for in at a time, newest first, and
+# how many of the events naming it are read at most: a bound on a request's work.
 _PAGE = 50
+_MENTIONS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +119,9 @@ def job_facets(store: LineageStore, namespace: str, name: str) -> dict[str, Any]
 
 
 def dataset_facets(store: LineageStore, urn: str, name: str, *, run_id: str | None = None) -> dict[str, Any]:
-    """The facets of the asset `urn` (OpenLineage name `name`) in the latest event that names it
-    (of the run `run_id` if given), with the input or output facets it had there."""
+    """The facets of the asset `urn` (OpenLineage name `name`) that the events naming it gave (those
+    of the run `run_id` if given), with its input and output facets: the latest of each name, as
+    a facet an event leaves out still holds. The latest `_MENTIONS` events naming it are read."""
     e = s.openlineage_events
     # the event's text holds the name as sent, which differs from ours at most in case (or in
     # spellings the naming rules merge, such as partition folders, which keep ours as a part):
@@ -130,20 +134,24 @@ def dataset_facets(store: LineageStore, urn: str, name: str, *, run_id: str | No
     )
     if run_id is not None:
         candidates = candidates.where(e.c.run_id == run_id)
+    decided: dict[str, Any] = {}  # newest first: the first value of a name is its value
+    mentions = 0
     with store.engine.connect() as conn:
         offset = 0
-        while True:
+        while mentions < _MENTIONS:
             bodies = list(conn.execute(candidates.limit(_PAGE).offset(offset)).scalars())
             for body in bodies:
                 for entry in _datasets_of(body):
                     if _names(entry, urn):
-                        facets = dict(entry.get("facets") or {})
-                        facets.update(entry.get("inputFacets") or {})
-                        facets.update(entry.get("outputFacets") or {})
-                        return {k: v for k, v in facets.items() if not _deleted(v)}
+                        mentions += 1
+                        said = {**(entry.get("facets") or {}), **(entry.get("inputFacets") or {})}
+                        said.update(entry.get("outputFacets") or {})
+                        for key, facet in said.items():
+                            decided.setdefault(key, facet)
             if len(bodies) < _PAGE:
-                return {}
+                break
             offset += _PAGE
+    return {key: facet for key, facet in decided.items() if not _deleted(facet)}
 
 
 def _bodies_of_run(store: LineageStore, run_id: str) -> list[dict[str, Any]]:
