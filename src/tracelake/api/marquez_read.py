@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.routing import APIRoute
@@ -52,9 +52,10 @@ class _EncodedNames(APIRoute):
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         raw = scope.get("raw_path")
+        # behind a proxy's root path the raw path no longer lines up with the routes' paths
         if scope["type"] != "http" or not raw or scope.get("root_path"):
             return super().matches(scope)
-        segments = (unquote(part.decode("latin-1")) for part in raw.split(b"/"))
+        segments = (unquote_to_bytes(part).decode("utf-8", "replace") for part in raw.split(b"/"))
         path = "/".join(part.replace("%", "%25").replace("/", "%2F") for part in segments)
         match, child = super().matches({**scope, "path": path})
         if match is not Match.NONE:
@@ -261,7 +262,10 @@ def search(
     after: str | None = None,
 ) -> dict[str, Any]:
     """Datasets and jobs whose name matches `q` (case-insensitive; `%` any text, `_` one
-    character, as in Marquez's SQL LIKE), by name or the latest updated first."""
+    character, as in Marquez's SQL LIKE), by name or the latest updated first; `totalCount` is
+    how many are returned, as in Marquez."""
+    if not q.strip():
+        raise RequestError("q must not be blank", "q")
     kinds = {"DATASET", "JOB"} if filter is None else {_choice(filter, ("DATASET", "JOB"), "filter")}
     order = _choice(sort, ("NAME", "UPDATE_AT", "UPDATED_AT"), "sort")
     since, until = _day(after, "after"), _day(before, "before")
