@@ -229,3 +229,9 @@ def test_user_mistakes_get_one_clear_line_and_exit_code_2(db: str, args: list[st
     assert code == 2
     assert message in err.lower() or message in err
     assert "Traceback" not in err + out
+
+
+def test_serve_refuses_a_home_metastore_that_is_not_hive(db: str) -> None:
+    code, _, err = run("serve", "--hive-namespace", "thrift://meta:9083", "--db", db)
+    assert code == 2
+    assert err.strip() == "error: --hive-namespace 'thrift://meta:9083': expected hive://host:port"

@@ -64,6 +64,7 @@ def batch_to_json(batch: LineageBatch) -> dict[str, Any]:
         "runs": [record(r) for r in batch.runs],
         "edges": [record(e) for e in batch.edges],
         "problems": [record(p) for p in batch.problems],
+        "described": [record(p) for p in batch.described],
         "observed_at": plain(batch.observed_at),
     }
 
@@ -71,7 +72,8 @@ def batch_to_json(batch: LineageBatch) -> dict[str, Any]:
 def batch_from_json(document: Any, path: str = "$") -> LineageBatch:
     if not isinstance(document, Mapping):
         raise BatchError(path, "a batch is a JSON object")
-    unknown = set(document) - {"assets", "fields", "processes", "runs", "edges", "problems", "observed_at"}
+    parts = {"assets", "fields", "processes", "runs", "edges", "problems", "described", "observed_at"}
+    unknown = set(document) - parts
     if unknown:
         raise BatchError(f"{path}.{sorted(unknown)[0]}", "not a part of a batch")
     return LineageBatch(
@@ -81,6 +83,7 @@ def batch_from_json(document: Any, path: str = "$") -> LineageBatch:
         runs=_items(document, "runs", path, _run),
         edges=_items(document, "edges", path, _edge),
         problems=_items(document, "problems", path, _problem),
+        described=_items(document, "described", path, _process),
         observed_at=_time(document.get("observed_at"), f"{path}.observed_at"),
     )
 

@@ -26,7 +26,8 @@ from tracelake import render
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import DEFAULT_SYSTEM, Confidence, Signal
+from tracelake.model import Confidence, Signal
+from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.store import LineageStore

@@ -33,11 +33,24 @@ def serve_command(
     lake: Annotated[
         list[Path] | None, typer.Option(help="A folder privacy requests may name datasets in (repeatable)")
     ] = None,
+    hive_namespace: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TRACELAKE_HIVE_NAMESPACE",
+            help="The home metastore (hive://host:port): its tables are the SQL collector's db.table",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
+    from tracelake import names
     from tracelake.api.app import ApiSettings, create_app
     from tracelake.api.server import serve_forever
+
+    if hive_namespace is not None:
+        if not hive_namespace.lower().startswith("hive://") or len(hive_namespace) <= len("hive://"):
+            raise UserError(f"--hive-namespace {hive_namespace!r}: expected hive://host:port")
+        names.set_hive_namespace(hive_namespace)
 
     if tokens is not None and not tokens.is_file():
         raise UserError(f"{tokens}: no such token file (make one with `tracelake token add`)")

@@ -3,9 +3,8 @@
 A collector turns a signal (a SQL log, a Spark plan, an OpenLineage event…) into a
 `LineageBatch` of assets, fields, processes, runs and flow edges; `store.ingest` writes it.
 Nodes are named by URNs: an asset is `<system>.<kind>/<name>` (`hive.table/dating.users`),
-a field is `<asset urn>#<path>` (`hive.table/dating.users#address.city`). The helpers here
-normalise names the way SQL engines compare them, so that one table written two ways
-(`Dating.Users`, `` `dating`.`users` ``, `spark_catalog.dating.users`) is one node.
+a field is `<asset urn>#<path>` (`hive.table/dating.users#address.city`). `tracelake.names` makes
+them, so that one dataset written many ways is one node.
 """
 
 from __future__ import annotations
@@ -15,11 +14,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
-
-DEFAULT_SYSTEM = "hive"
-DEFAULT_DATABASE = "default"
-# Catalog names that mean "the session's default catalog" in Spark and Hive.
-DEFAULT_CATALOGS = frozenset({"spark_catalog", "hive", "hive_metastore"})
 
 
 class Signal(StrEnum):
@@ -110,106 +104,6 @@ def parse_urn(text: str) -> Urn:
     if not slash or not name or not dot or not system or not kind:
         raise UrnError(f"{text!r} is not a URN of the form <system>.<kind>/<name>[#<field path>]")
     return Urn(system, kind, name, path)
-
-
-def _clean_identifier(part: str) -> str:
-    """SQL identifier rules for Spark/Hive: unquote, and compare case-insensitively."""
-    part = part.strip()
-    if len(part) >= 2 and part[0] == part[-1] and part[0] in '`"':
-        part = part[1:-1]
-    return part.lower()
-
-
-def split_qualified_name(name: str) -> list[str]:
-    """Split `a.b.c` on dots outside quotes, unquoting each part."""
-    parts: list[str] = []
-    current: list[str] = []
-    quote = ""
-    for char in name:
-        if quote:
-            current.append(char)
-            if char == quote:
-                quote = ""
-        elif char in '`"':
-            quote = char
-            current.append(char)
-        elif char == ".":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [_clean_identifier(p) for p in parts]
-
-
-def table_name(
-    table: str, db: str | None = None, catalog: str | None = None, *, default_db: str = DEFAULT_DATABASE
-) -> str:
-    """The canonical `db.table` (or `catalog.db.table` for a non-default catalog)."""
-    catalog_name = _clean_identifier(catalog) if catalog else ""
-    db_name = _clean_identifier(db) if db else _clean_identifier(default_db)
-    name = f"{db_name}.{_clean_identifier(table)}"
-    if catalog_name and catalog_name not in DEFAULT_CATALOGS:
-        name = f"{catalog_name}.{name}"
-    return name
-
-
-def table_urn(
-    table: str,
-    db: str | None = None,
-    catalog: str | None = None,
-    *,
-    default_db: str = DEFAULT_DATABASE,
-    system: str = DEFAULT_SYSTEM,
-) -> str:
-    return f"{system}.table/{table_name(table, db, catalog, default_db=default_db)}"
-
-
-def escape_hash(name: str) -> str:
-    """A name (of a dataset or a job named elsewhere) made safe inside a URN, where `#` starts
-    a field path: `#` becomes `%23`. `unescape_hash` gives the name back."""
-    return name.replace("#", "%23")
-
-
-def unescape_hash(text: str) -> str:
-    return text.replace("%23", "#")
-
-
-def field_urn(asset_urn: str, path: str) -> str:
-    """A field URN; the path is lower-cased since Spark resolves columns case-insensitively."""
-    return f"{asset_urn}#{'.'.join(_clean_identifier(p) for p in split_qualified_name(path))}"
-
-
-def resolve_node(text: str, *, default_db: str = DEFAULT_DATABASE, system: str = DEFAULT_SYSTEM) -> str:
-    """Turn what a user typed into a canonical node URN.
-
-    Accepts a URN (`hive.table/db.tbl#col`) or a plain table name (`tbl`, `db.tbl`,
-    `catalog.db.tbl`, optionally followed by `#col`), normalised with SQL identifier rules.
-    """
-    text = text.strip()
-    if not text:
-        raise UrnError("an empty name is not a node")
-    head = text.partition("#")[0]
-    if "/" in head:
-        urn = parse_urn(text)
-        if urn.kind == "table":
-            parts = split_qualified_name(urn.name)
-            asset = _table_urn_from_parts(parts, default_db, urn.system)
-            return field_urn(asset, urn.path) if urn.path else asset
-        return str(urn)
-    name, _, path = text.partition("#")
-    asset = _table_urn_from_parts(split_qualified_name(name), default_db, system)
-    return field_urn(asset, path) if path else asset
-
-
-def _table_urn_from_parts(parts: list[str], default_db: str, system: str) -> str:
-    if len(parts) == 1:
-        return table_urn(parts[0], default_db=default_db, system=system)
-    if len(parts) == 2:
-        return table_urn(parts[1], parts[0], system=system)
-    if len(parts) == 3:
-        return table_urn(parts[2], parts[1], parts[0], system=system)
-    raise UrnError(f"{'.'.join(parts)!r} has more parts than catalog.database.table")
 
 
 def utcnow() -> datetime:
@@ -330,6 +224,9 @@ class LineageBatch:
     runs: list[Run] = field(default_factory=list)
     edges: list[FlowEdge] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # Processes the batch says something about without observing what they do (an OpenLineage
+    # event that names no flow): their node and properties are written, their edges left alone.
+    described: list[Process] = field(default_factory=list)
     # OpenLineage events as received (already checked), kept for Marquez's read API: run and job
     # facets, the lineage events listing. Other collectors leave it empty.
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -342,4 +239,5 @@ class LineageBatch:
         self.runs.extend(other.runs)
         self.edges.extend(other.edges)
         self.problems.extend(other.problems)
+        self.described.extend(other.described)
         self.events.extend(other.events)

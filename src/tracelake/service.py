@@ -20,16 +20,8 @@ from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
 from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError
 from tracelake.graph.traverse import Direction
-from tracelake.model import (
-    Confidence,
-    LineageBatch,
-    Problem,
-    Signal,
-    Transformation,
-    UrnError,
-    parse_urn,
-    resolve_node,
-)
+from tracelake.model import Confidence, LineageBatch, Problem, Signal, Transformation, UrnError, parse_urn
+from tracelake.names import resolve_node
 from tracelake.store import LineageStore
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
 from tracelake.views import EdgeView, GraphView, ImpactView, NodeView

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
+from tracelake import names
 from tracelake.collect.spark_datasets import Dataset
 from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_action
 from tracelake.collect.spark_listener import ActionCapture, ActionFailure, LineageListener, ListenerQueue
@@ -149,6 +150,7 @@ class SparkTracker:
         self._app_name = str(context.appName)
         self._user = str(context.sparkUser())
         self._spark_version = str(spark.version)
+        _learn_home_metastore(spark)
         self._stopped = False
         self._edges_before: list[FlowEdge] | None = None  # the job's lineage before this run
         self._worker = _Worker(self, ingest_interval)
@@ -472,6 +474,25 @@ class _Worker(threading.Thread):
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+
+def _learn_home_metastore(spark: Any) -> None:
+    """A Hive session's metastore is the home of its `db.table` names: OpenLineage events sent of
+    them (the emitter's) then name them `hive://host:port` + `db.table`, as Spark's own agent does.
+    A namespace set already (`TRACELAKE_HIVE_NAMESPACE`) wins."""
+    if names.hive_namespace() is not None:
+        return
+    try:
+        if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+            return
+        uris = spark.conf.get("spark.hadoop.hive.metastore.uris", None) or spark.conf.get(
+            "hive.metastore.uris", None
+        )
+    except Exception:  # a session without a readable conf still runs tracked
+        return
+    home = names.hive_namespace_from_uris(uris) if uris else None
+    if home is not None:
+        names.set_hive_namespace(home)
 
 
 def track(

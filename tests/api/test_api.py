@@ -95,13 +95,17 @@ def test_an_event_posted_as_to_marquez_appears_in_the_lineage(url: str) -> None:
     assert response.status_code == 201
 
     view = get(
-        url, f"{API}/lineage", node="kafka.topic/ads.export_topic#segment", direction="upstream", depth=1
+        url,
+        f"{API}/lineage",
+        node="kafka.topic//broker:9092/ads.export_topic#segment",
+        direction="upstream",
+        depth=1,
     )
     edges = {(e["source"], e["target"], e["signal"], e["transformation"]) for e in view["edges"]}
     assert edges == {
         (
             "hive.table/ads.user_segments#segment",
-            "kafka.topic/ads.export_topic#segment",
+            "kafka.topic//broker:9092/ads.export_topic#segment",
             "openlineage",
             "IDENTITY",
         )
@@ -173,8 +177,8 @@ def test_kinds_lists_the_asset_kinds_the_kind_filter_takes(url: str) -> None:
     downstream = {"node": "ads.user_segments", "direction": "downstream"}
     every_kind = get(url, f"{API}/lineage", **downstream)
     tables_only = get(url, f"{API}/lineage", **downstream, kind="hive.table")
-    assert "kafka.topic/ads.export_topic" in {n["id"] for n in every_kind["nodes"]}
-    assert "kafka.topic/ads.export_topic" not in {n["id"] for n in tables_only["nodes"]}
+    assert "kafka.topic//broker:9092/ads.export_topic" in {n["id"] for n in every_kind["nodes"]}
+    assert "kafka.topic//broker:9092/ads.export_topic" not in {n["id"] for n in tables_only["nodes"]}
 
 
 def test_a_malformed_event_is_a_400_naming_the_json_path_and_is_recorded(url: str) -> None:
@@ -203,7 +207,7 @@ def test_an_array_of_events_is_all_or_nothing(url: str) -> None:
 
     assert requests.post(f"{url}/api/v1/lineage", json=[good], timeout=10).status_code == 201
     assert [n["id"] for n in get(url, f"{API}/search", q="job.one_topic", node_type="asset")] == [
-        "kafka.topic/job.one_topic"
+        "kafka.topic//broker:9092/job.one_topic"
     ]
 
 
@@ -235,15 +239,17 @@ def test_a_body_over_the_limit_is_refused(service: Tracelake) -> None:
 def test_marquez_lineage_alternates_datasets_and_jobs(url: str) -> None:
     requests.post(f"{url}/api/v1/lineage", json=run_event(), timeout=10).raise_for_status()
 
-    graph = get(url, "/api/v1/lineage", nodeId="dataset:kafka:ads.export_topic", depth=2)["graph"]
+    graph = get(url, "/api/v1/lineage", nodeId="dataset:kafka://broker:9092:ads.export_topic", depth=2)[
+        "graph"
+    ]
     by_id = {node["id"]: node for node in graph}
-    topic, job = by_id["dataset:kafka:ads.export_topic"], by_id["job:airflow:ads.export"]
+    topic, job = by_id["dataset:kafka://broker:9092:ads.export_topic"], by_id["job:airflow:ads.export"]
     assert topic["type"] == "DATASET"
     assert topic["inEdges"] == [
-        {"origin": "job:airflow:ads.export", "destination": "dataset:kafka:ads.export_topic"}
+        {"origin": "job:airflow:ads.export", "destination": "dataset:kafka://broker:9092:ads.export_topic"}
     ]
     assert job["data"]["inputs"] == [{"namespace": "hive", "name": "ads.user_segments"}]
-    assert job["data"]["outputs"] == [{"namespace": "kafka", "name": "ads.export_topic"}]
+    assert job["data"]["outputs"] == [{"namespace": "kafka://broker:9092", "name": "ads.export_topic"}]
     # two jobs away upstream: the SQL job that writes ads.user_segments
     assert by_id["dataset:hive:ads.user_segments"]["inEdges"] == [
         {"origin": "job:tracelake:sql.job/ads.segments", "destination": "dataset:hive:ads.user_segments"}
@@ -258,7 +264,7 @@ def test_a_job_named_with_a_hash_keeps_its_name_in_marquez_ids(url: str) -> None
     assert {node["id"] for node in graph} == {
         "job:airflow:export#2",
         "dataset:hive:ads.user_segments",
-        "dataset:kafka:export#2_topic",
+        "dataset:kafka://broker:9092:export#2_topic",
         "job:tracelake:sql.job/ads.segments",
         "dataset:hive:dating.user_profile",
     }
@@ -275,6 +281,87 @@ def test_marquez_column_lineage_lists_each_fields_inputs(url: str) -> None:
         ("dating.user_profile", "country", "CONDITIONAL"),
         ("dating.user_profile", "ds", "FILTER"),
     }
+
+
+def test_a_body_nested_a_thousand_arrays_deep_is_a_400(url: str) -> None:
+    for body in (b"[" * 1000 + b"]" * 1000, b"[" * 100_000 + b"]" * 100_000):
+        response = requests.post(f"{url}/api/v1/lineage", data=body, timeout=10)
+        assert response.status_code == 400, response.text
+        assert "nests deeper than" in response.json()["error"]
+    deep_facet = run_event()
+    deep_facet["run"]["facets"] = {"custom": {"x": [[[[[]]]]] * 1}}
+    for _ in range(200):
+        deep_facet["run"]["facets"] = {"custom": deep_facet["run"]["facets"]}
+    response = requests.post(f"{url}/api/v1/lineage", json=deep_facet, timeout=10)
+    assert response.status_code == 400
+    assert response.json()["path"].startswith("$.run.facets.custom")
+
+
+def test_what_marquez_accepts_is_accepted_and_the_bad_part_recorded(url: str) -> None:
+    event = run_event("lenient.job", run_id="not-a-uuid")
+    del event["schemaURL"]
+    event["job"]["facets"] = {"ownership": {"owners": [{"type": "team"}, {"name": "ads"}]}}
+    response = requests.post(f"{url}/api/v1/lineage", json=event, timeout=10)
+
+    assert response.status_code == 201, response.text
+    locations = {p["location"] for p in get(url, f"{API}/problems")}
+    assert {"$.schemaURL", "$.run.runId", "$.job.facets.ownership.owners[0].name"} <= locations
+    graph = get(url, "/api/v1/lineage", nodeId="job:airflow:lenient.job", depth=1)["graph"]
+    job = next(node for node in graph if node["id"] == "job:airflow:lenient.job")
+    assert job["data"]["outputs"] == [{"namespace": "kafka://broker:9092", "name": "lenient.job_topic"}]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs"),
+    [
+        ([], [{"namespace": "s3://lake", "name": "only/written"}]),
+        ([{"namespace": "s3://lake", "name": "only/read"}], []),
+        ([], []),
+        ([{"namespace": "s3://lake", "name": "same"}], [{"namespace": "s3://lake", "name": "same"}]),
+    ],
+    ids=["outputs only", "inputs only", "no datasets", "reads what it writes"],
+)
+def test_a_job_is_found_whatever_datasets_it_names(
+    url: str, inputs: list[dict[str, str]], outputs: list[dict[str, str]]
+) -> None:
+    event = run_event("odd.job", inputs=inputs, outputs=outputs)
+    assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).status_code == 201
+
+    graph = {node["id"]: node for node in get(url, "/api/v1/lineage", nodeId="job:airflow:odd.job")["graph"]}
+    job = graph["job:airflow:odd.job"]
+    assert job["data"]["inputs"] == inputs and job["data"]["outputs"] == outputs
+    for dataset in [*inputs, *outputs]:
+        dataset_id = f"dataset:{dataset['namespace']}:{dataset['name']}"
+        assert dataset_id in graph
+        around = get(url, "/api/v1/lineage", nodeId=dataset_id)["graph"]
+        assert "job:airflow:odd.job" in {node["id"] for node in around}
+
+
+def test_one_input_field_with_two_transformations_is_one_input(url: str) -> None:
+    event = run_event()
+    lineage = event["outputs"][0]["facets"]["columnLineage"]["fields"]["segment"]["inputFields"][0]
+    lineage["transformations"] = [
+        {"type": "DIRECT", "subtype": "IDENTITY"},
+        {"type": "INDIRECT", "subtype": "FILTER"},
+    ]
+    assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).status_code == 201
+
+    node_id = "datasetField:kafka://broker:9092:ads.export_topic:segment"
+    graph = get(url, "/api/v1/column-lineage", nodeId=node_id, depth=1)["graph"]
+    segment = next(n for n in graph if n["id"] == node_id)
+    [source] = segment["data"]["inputFields"]
+    assert (source["namespace"], source["dataset"], source["field"]) == (
+        "hive",
+        "ads.user_segments",
+        "segment",
+    )
+    assert sorted((t["type"], t["subtype"]) for t in source["transformations"]) == [
+        ("DIRECT", "IDENTITY"),
+        ("INDIRECT", "FILTER"),
+    ]
+    assert segment["inEdges"] == [
+        {"origin": "datasetField:hive:ads.user_segments:segment", "destination": node_id}
+    ]
 
 
 def test_an_unknown_marquez_node_is_a_404(url: str) -> None:

@@ -25,7 +25,7 @@ from tracelake.store import LineageStore
 
 API = "/api/tracelake/v1"
 SEGMENTS = "hive.table/ads.user_segments"
-TOPIC = "kafka.topic/ads.export_topic"
+TOPIC = "kafka.topic//broker:9092/ads.export_topic"
 
 
 class Receiver:

@@ -1,5 +1,6 @@
-"""OpenLineage events in: hand-written events with hand-worked expectations, malformed events with the
-exact JSON path at fault, the round trip through Tracelake's own emitter, and a real SQLite store."""
+"""OpenLineage events in: hand-written events with hand-worked expectations, malformed events refused
+or kept without their bad part, each with the exact JSON path at fault, the round trip through
+Tracelake's own emitter, and a real SQLite store."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 
-from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
-from tracelake.emit.openlineage import run_event
+from tracelake.collect.openlineage import JOB_DATASETS, EventError, event_to_batch, events_to_batch
+from tracelake.collect.sql import collect_sql
+from tracelake.emit.openlineage import openlineage_run_id, run_event
 from tracelake.model import (
     Asset,
     Confidence,
@@ -35,6 +37,7 @@ from tracelake.model import (
     Transformation,
     parse_urn,
 )
+from tracelake.names import asset_urn, dataset_of, job_of, job_urn, naming
 from tracelake.store import LineageStore
 from tracelake.store import schema as store_schema
 from tracelake.store.schema import from_micros
@@ -43,15 +46,23 @@ PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/s
 RUN_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 RUN_ID = "0190B1E2-7A4C-7D3E-9A55-0F4A2B6C7D81"  # upper case: read as the canonical lower-case UUID
 PARENT_RUN_ID = "01902f4a-1111-7000-8000-000000000001"
+# the home metastore: only `with naming(hive=HIVE)` are its tables the SQL collector's `hive.table/db.t`
 HIVE = "hive://metastore:9083"
 LOG = "hive.table/dating.safety_log_tbl"
 TRAINING = "hive.table/dating.safety_training_tbl"
-EVENTS = "file.delta/s3://dating-lake/raw/events"
+# the format (and storage layer) is no part of a file's name
+EVENTS = "file.dataset/s3://dating-lake/raw/events"
 PROCESS = "openlineage.job/spark-prod/build_safety_training"
 ENDED = datetime(2024, 5, 1, 3, 4, 30, 250000, tzinfo=UTC)
 # a second job, of the minimal events below
 NIGHTLY = "openlineage.job/spark-prod/nightly_copy"
 NIGHTLY_RUN_ID = "0190b1e2-7a4c-7d3e-9a55-00000000beef"
+
+
+@pytest.fixture(autouse=True)
+def _no_home_metastore_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set the home metastore themselves (`naming`), whatever the shell running them says."""
+    monkeypatch.delenv("TRACELAKE_HIVE_NAMESPACE", raising=False)
 
 
 def as_json(event: Any) -> dict[str, Any]:
@@ -186,15 +197,21 @@ def edge_set(batch: LineageBatch) -> set[tuple[str, str, str | None, str | None]
 
 
 def test_run_event_with_schema_and_column_lineage() -> None:
-    batch = event_to_batch(spark_event())
+    event = spark_event()
+    with naming(hive=HIVE):
+        batch = event_to_batch(event)
 
     assert batch.observed_at == ENDED
+    assert batch.problems == []
+    assert batch.events == [event]
+    # the home metastore's tables are the SQL collector's nodes
     assert [(a.urn, a.owner, a.description) for a in batch.assets] == [
         (LOG, "team:trust-safety", "Safety reports, one row per report"),
         (EVENTS, None, None),
         (TRAINING, None, None),
     ]
-    assert batch.assets[0].metadata == {"openlineage": {"namespace": HIVE, "name": "dating.safety_log_tbl"}}
+    # how the Delta table's files are kept is a property of the dataset, lower-cased
+    assert [a.metadata for a in batch.assets] == [{}, {"storage_layer": "delta", "format": "parquet"}, {}]
     # schema fields first (nested as a.b, the untyped struct `profile` only a way to `city`), then
     # the output fields that only the column lineage names
     assert [(f.urn, f.data_type) for f in batch.fields] == [
@@ -208,6 +225,11 @@ def test_run_event_with_schema_and_column_lineage() -> None:
         (f"{TRAINING}#city", None),
     ]
     assert batch.processes == [Process(PROCESS, name="build_safety_training", kind="sql_job")]
+    assert batch.processes[0].metadata == {
+        "processing_type": "BATCH",
+        JOB_DATASETS: {"inputs": [EVENTS, LOG], "outputs": [TRAINING]},
+    }
+    assert batch.described == []
     assert batch.runs == [
         Run(
             RUN_ID.lower(),
@@ -245,7 +267,9 @@ def lineage_of(column: dict[str, Any]) -> set[tuple[str, str | None, str | None]
     """The field edges into TRAINING#out that one columnLineage entry gives: (source path, kind, note)."""
     event = spark_event()
     event["outputs"][0]["facets"] = {"columnLineage": {"fields": {"out": column}}}
-    batch = event_to_batch(event)
+    with naming(hive=HIVE):
+        batch = event_to_batch(event)
+    assert batch.problems == []
     return {
         (parse_urn(e.source).path, e.transformation, e.description)
         for e in batch.edges
@@ -334,14 +358,15 @@ def test_dataset_event_gives_an_asset_and_its_fields_only() -> None:
     )
     batch = event_to_batch(as_json(event))
 
-    topic = "kafka.topic/profile_updates"
+    # the broker is part of the name: another cluster's topic of that name is another dataset
+    topic = "kafka.topic//broker-1:9092/profile_updates"
     assert [a.urn for a in batch.assets] == [topic]
     assert [(f.urn, f.data_type) for f in batch.fields] == [
         (f"{topic}#user_id", "long"),
         (f"{topic}#identity_map", "map<string,struct<id:string>>"),
         (f"{topic}#identity_map.value.id", None),
     ]
-    assert batch.processes == batch.runs == batch.edges == []
+    assert batch.processes == batch.described == batch.runs == batch.edges == batch.problems == []
     assert batch.observed_at == datetime(2024, 5, 2, 6, 0, tzinfo=UTC)
 
 
@@ -391,8 +416,8 @@ def test_job_event_gives_a_process_and_edges_but_no_run() -> None:
     )
     batch = event_to_batch(as_json(event))
 
-    reports = "postgres.dataset/db:5432/dating.public.reports"
-    training = "postgres.dataset/db:5432/dating.public.training"
+    reports = "postgres.table//db:5432/dating.public.reports"
+    training = "postgres.table//db:5432/dating.public.training"
     process = "openlineage.job/dbt/dating.safety_training"
     assert batch.processes == [
         Process(
@@ -404,10 +429,10 @@ def test_job_event_gives_a_process_and_edges_but_no_run() -> None:
         )
     ]
     assert batch.processes[0].metadata == {
-        "openlineage": {"namespace": "dbt", "name": "dating.safety_training"},
         "owners": ["team:ml", "user:ana"],
+        JOB_DATASETS: {"inputs": [reports], "outputs": [training]},
     }
-    assert batch.runs == []
+    assert batch.described == batch.runs == batch.problems == []
     assert edge_set(batch) == {
         (reports, training, None, None),
         (f"{reports}#id", f"{training}#report_id", Transformation.IDENTITY, None),
@@ -455,20 +480,27 @@ def test_what_each_event_type_records(
 
     assert [(r.started_at, r.ended_at, r.status) for r in batch.runs] == ([run] if run else [])
     assert [p.urn for p in batch.processes] == ([NIGHTLY] if lineage else [])
+    # the job is a node either way: without edges only described, its recorded edges left alone
+    assert [p.urn for p in batch.described] == ([] if lineage else [NIGHTLY])
     assert edge_set(batch) == ({(LOG, TRAINING, None, None)} if lineage else set())
-    # the datasets are known either way
+    # the datasets are known either way, and kept with the job
     assert [a.urn for a in batch.assets] == ([LOG, TRAINING] if outputs else [LOG])
+    [job] = batch.processes + batch.described
+    assert job.metadata == {JOB_DATASETS: {"inputs": [LOG], "outputs": [TRAINING] if outputs else []}}
+    assert batch.problems == []
 
 
 @pytest.mark.parametrize(
     ("namespace", "name", "urn"),
     [
         ("hive", "dating.users", "hive.table/dating.users"),
-        ("hive://metastore:9083", "Dating.`Users`", "hive.table/dating.users"),
+        # another metastore's table keeps its host: no home metastore is configured here
+        ("hive://metastore:9083", "Dating.`Users`", "hive.table//metastore:9083/dating.users"),
+        ("HIVE://Metastore:9083", "dating.users", "hive.table//Metastore:9083/dating.users"),
         ("hive", "spark_catalog.dating.users", "hive.table/dating.users"),
         ("hive", "iceberg.dating.users", "hive.table/iceberg.dating.users"),
         ("kafka", "profile_updates", "kafka.topic/profile_updates"),
-        ("kafka://broker-1:9092", "profile_updates", "kafka.topic/profile_updates"),
+        ("kafka://broker-1:9092", "profile_updates", "kafka.topic//broker-1:9092/profile_updates"),
         (
             "jdbc",
             "jdbc:postgresql://db:5432/dating/reports",
@@ -476,21 +508,24 @@ def test_what_each_event_type_records(
         ),
         ("web", "profile.update", "web.endpoint/profile.update"),
         ("ai", "dating_ranking_model", "ai.dataset/dating_ranking_model"),
-        ("file", "/data/events", "file.files//data/events"),
-        ("file", "/data/events/ds=2024-05-01", "file.files//data/events"),  # as the Spark collector
-        ("file://nfs-1", "/data/events", "file.files//data/events"),
-        ("hdfs://nn:8020", "/data/events", "file.files/hdfs://nn:8020/data/events"),
-        ("s3://dating-lake", "raw/events", "file.files/s3://dating-lake/raw/events"),
-        ("s3a://dating-lake", "raw/events", "file.files/s3://dating-lake/raw/events"),
-        ("gs://dating-lake", "raw/events", "file.files/gs://dating-lake/raw/events"),
-        ("postgres://db:5432", "dating.public.reports", "postgres.dataset/db:5432/dating.public.reports"),
-        ("bigquery", "proj.dating.reports", "bigquery.dataset/proj.dating.reports"),
+        ("ai.model", "dating_ranking_model", "ai.model/dating_ranking_model"),
+        ("file", "/data/events", "file.dataset//data/events"),
+        ("file", "/data/events/", "file.dataset//data/events"),
+        ("file", "/data/events/ds=2024-05-01", "file.dataset//data/events"),  # as the Spark collector
+        ("file", "file:/data/events", "file.dataset//data/events"),
+        ("file://nfs-1", "/data/events", "file.dataset/file://nfs-1/data/events"),
+        ("hdfs://nn:8020", "/data/events", "file.dataset/hdfs://nn:8020/data/events"),
+        ("s3://dating-lake", "raw/events", "file.dataset/s3://dating-lake/raw/events"),
+        ("s3a://dating-lake", "raw/events", "file.dataset/s3://dating-lake/raw/events"),
+        ("gs://dating-lake", "raw/events", "file.dataset/gs://dating-lake/raw/events"),
+        ("postgres://db:5432", "dating.public.reports", "postgres.table//db:5432/dating.public.reports"),
+        ("bigquery", "proj.dating.reports", "bigquery.table/proj.dating.reports"),
         (
             "arn:aws:glue:eu-west-1:123",
             "table/dating/reports",
             "openlineage.dataset/arn:aws:glue:eu-west-1:123/table/dating/reports",
         ),
-        ("file", "/data/a#b", "file.files//data/a%23b"),
+        ("file", "/data/a#b", "file.dataset//data/a%23b"),
     ],
 )
 def test_dataset_names_to_urns(namespace: str, name: str, urn: str) -> None:
@@ -499,23 +534,122 @@ def test_dataset_names_to_urns(namespace: str, name: str, urn: str) -> None:
     [asset] = event_to_batch(event).assets
     assert asset.urn == urn
     assert str(parse_urn(urn)) == urn
+    # reversible: the URN's (namespace, name) names the same node
+    assert asset_urn(*dataset_of(urn)) == urn
+
+
+def sales_t(namespace: str) -> dict[str, Any]:
+    """A DatasetEvent of the table sales.t in `namespace`."""
+    return {
+        "eventTime": "2024-05-01T00:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": {"namespace": namespace, "name": "sales.t"},
+    }
+
+
+def test_two_metastores_tables_are_two_nodes() -> None:
+    batch = events_to_batch([sales_t("hive://metastore-a:9083"), sales_t("hive://metastore-b:9083")])
+    assert [a.urn for a in batch.assets] == [
+        "hive.table//metastore-a:9083/sales.t",
+        "hive.table//metastore-b:9083/sales.t",
+    ]
+    # and neither is the SQL collector's sales.t, which lives in the home metastore
+    [sql] = collect_sql("INSERT INTO sales.t SELECT id FROM sales.src").batches
+    assert "hive.table/sales.t" in {a.urn for a in sql.assets}
+    assert "hive.table/sales.t" not in {a.urn for a in batch.assets}
+
+
+def test_the_home_metastores_tables_meet_the_sql_collectors() -> None:
+    [sql] = collect_sql("INSERT INTO sales.t SELECT id FROM sales.src").batches
+    events = [sales_t("hive://metastore-a:9083"), sales_t("hive://metastore-b:9083"), sales_t("hive")]
+    with naming(hive="hive://metastore-a:9083"):
+        batch = events_to_batch(events)
+        # and back: the home metastore's table is named in its namespace
+        assert tuple(dataset_of("hive.table/sales.t")) == ("hive://metastore-a:9083", "sales.t")
+    # metastore-a is home, and the bare `hive` namespace is home too; metastore-b stays apart
+    assert [a.urn for a in batch.assets] == ["hive.table/sales.t", "hive.table//metastore-b:9083/sales.t"]
+    assert "hive.table/sales.t" in {a.urn for a in sql.assets}
+    # the setting lasts as long as the block
+    assert [a.urn for a in event_to_batch(events[0]).assets] == ["hive.table//metastore-a:9083/sales.t"]
+
+
+def test_the_home_metastore_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACELAKE_HIVE_NAMESPACE", "hive://metastore-a:9083")
+    batch = events_to_batch([sales_t("hive://metastore-a:9083"), sales_t("hive://metastore-b:9083")])
+    assert [a.urn for a in batch.assets] == ["hive.table/sales.t", "hive.table//metastore-b:9083/sales.t"]
+
+
+def test_a_kafka_brokers_topic_is_not_the_bare_topic() -> None:
+    event = sales_t("kafka")
+    event["dataset"]["name"] = "orders"
+    other = sales_t("kafka://broker:9092")
+    other["dataset"]["name"] = "orders"
+    batch = events_to_batch([event, other])
+    assert [a.urn for a in batch.assets] == ["kafka.topic/orders", "kafka.topic//broker:9092/orders"]
 
 
 @pytest.mark.parametrize(
-    ("storage", "urn"),
+    ("storage", "metadata"),
     [
-        ({"storageLayer": "delta", "fileFormat": "parquet"}, "file.delta//data/events"),
-        ({"storageLayer": "iceberg"}, "file.iceberg//data/events"),
-        ({"storageLayer": "default", "fileFormat": "ORC"}, "file.orc//data/events"),
-        ({"storageLayer": "default"}, "file.files//data/events"),
+        ({"storageLayer": "delta", "fileFormat": "parquet"}, {"storage_layer": "delta", "format": "parquet"}),
+        ({"storageLayer": "iceberg"}, {"storage_layer": "iceberg"}),
+        ({"storageLayer": "default", "fileFormat": "ORC"}, {"storage_layer": "default", "format": "orc"}),
+        ({"storageLayer": "Delta", "fileFormat": " "}, {"storage_layer": "delta"}),
         # a facet marked deleted is no facet
-        ({"storageLayer": "delta", "_deleted": True}, "file.files//data/events"),
+        ({"storageLayer": "delta", "_deleted": True}, {}),
     ],
 )
-def test_file_format_from_the_storage_facet(storage: dict[str, Any], urn: str) -> None:
+def test_the_storage_facet_is_a_property_not_the_name(
+    storage: dict[str, Any], metadata: dict[str, str]
+) -> None:
     event = {"eventTime": "2024-05-01T00:00:00Z", "producer": PRODUCER, "schemaURL": "x"}
     event["dataset"] = {"namespace": "file", "name": "/data/events", "facets": {"storage": storage}}
-    assert [a.urn for a in event_to_batch(event).assets] == [urn]
+    [asset] = event_to_batch(event).assets
+    assert asset.urn == "file.dataset//data/events"
+    assert asset.metadata == metadata
+
+
+def s3_events_job(name: str, *, side: str, facets: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A COMPLETE of a job `name` that reads (side "inputs") or writes ("outputs") the S3 events."""
+    events: dict[str, Any] = {"namespace": "s3a://dating-lake", "name": "raw/events/"}
+    if facets is not None:
+        events = {"namespace": "s3://dating-lake", "name": "raw/events", "facets": facets}
+    other = {"namespace": "hive", "name": "dating.safety_log_tbl" if side == "outputs" else "dating.t"}
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": "2024-05-01T03:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": RUN_SCHEMA,
+        "run": {"runId": NIGHTLY_RUN_ID if side == "outputs" else RUN_ID},
+        "job": {"namespace": "spark-prod", "name": name},
+        "inputs": [events] if side == "inputs" else [other],
+        "outputs": [events] if side == "outputs" else [other],
+    }
+
+
+def test_a_delta_table_written_and_read_without_the_facet_is_one_node(tmp_path: Path) -> None:
+    delta = {"storage": {"storageLayer": "delta", "fileFormat": "parquet"}}
+    writer = s3_events_job("write_events", side="outputs", facets=delta)
+    reader = s3_events_job("read_events", side="inputs")
+    table = "hive.table/dating.t"
+    for events in ([writer, reader], [reader, writer]):
+        batch = events_to_batch(events)
+        [node] = [a for a in batch.assets if a.urn == EVENTS]
+        assert node.metadata == {"storage_layer": "delta", "format": "parquet"}
+        assert sorted(a.urn for a in batch.assets) == sorted([EVENTS, LOG, table])
+        assert edge_set(batch) == {(LOG, EVENTS, None, None), (EVENTS, table, None, None)}
+
+    store = LineageStore(str(tmp_path / "l.db"))
+    try:
+        store.ingest(event_to_batch(writer))
+        store.ingest(event_to_batch(reader))
+        assert store.find_urns("raw/events") == [EVENTS]
+        record = store.node(EVENTS)
+        assert record is not None and record.properties == {"storage_layer": "delta", "format": "parquet"}
+        assert {(e.source, e.target) for e in store.edges()} == {(LOG, EVENTS), (EVENTS, table)}
+    finally:
+        store.close()
 
 
 def test_null_is_an_optional_member_not_given() -> None:
@@ -525,8 +659,157 @@ def test_null_is_an_optional_member_not_given() -> None:
     batch = event_to_batch(event)
     assert [a.urn for a in batch.assets] == [TRAINING]
     # an output and no input is no edge: listing the process would erase the edges it has
-    assert batch.edges == batch.fields == batch.processes == []
+    assert batch.edges == batch.fields == batch.processes == batch.problems == []
+    assert [(p.urn, p.metadata) for p in batch.described] == [
+        (NIGHTLY, {JOB_DATASETS: {"inputs": [], "outputs": [TRAINING]}})
+    ]
     assert [r.status for r in batch.runs] == ["COMPLETE"]
+
+
+# -- jobs, whatever they move -----------------------------------------------------------------------
+
+READS_LOG = {"namespace": "hive", "name": "dating.safety_log_tbl"}
+WRITES_TRAINING = {"namespace": "hive", "name": "dating.safety_training_tbl"}
+# the log table rewritten in place, one column computed from another
+REWRITES_LOG = {
+    "namespace": "hive",
+    "name": "dating.safety_log_tbl",
+    "facets": {
+        "columnLineage": {
+            "fields": {"user_hash": {"inputFields": [{**READS_LOG, "field": "user_id"}]}},
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "observed", "datasets", "edges"),
+    [
+        pytest.param([], [WRITES_TRAINING], False, ([], [TRAINING]), set(), id="outputs only"),
+        pytest.param([READS_LOG], [], False, ([LOG], []), set(), id="inputs only"),
+        # no dataset named: nothing to say of its datasets
+        pytest.param([], [], False, None, set(), id="no datasets"),
+        # a dataset is no source of itself
+        pytest.param([READS_LOG], [READS_LOG], False, ([LOG], [LOG]), set(), id="reads what it writes"),
+        pytest.param(
+            [READS_LOG],
+            [REWRITES_LOG],
+            True,
+            ([LOG], [LOG]),
+            {(f"{LOG}#user_id", f"{LOG}#user_hash", Transformation.TRANSFORMATION, None)},
+            id="rewrites a column of what it reads",
+        ),
+        pytest.param(
+            [READS_LOG],
+            [WRITES_TRAINING],
+            True,
+            ([LOG], [TRAINING]),
+            {(LOG, TRAINING, None, None)},
+            id="reads and writes",
+        ),
+    ],
+)
+def test_every_job_is_a_node_with_its_datasets(
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    observed: bool,
+    datasets: tuple[list[str], list[str]] | None,
+    edges: set[tuple[str, str, str | None, str | None]],
+) -> None:
+    event = minimal_event("COMPLETE")
+    event["inputs"], event["outputs"] = inputs, outputs
+    batch = event_to_batch(event)
+
+    # listed as observed only with edges; else described: node and properties, edges left alone
+    assert [p.urn for p in batch.processes] == ([NIGHTLY] if observed else [])
+    assert [p.urn for p in batch.described] == ([] if observed else [NIGHTLY])
+    [job] = batch.processes + batch.described
+    expected = {} if datasets is None else {JOB_DATASETS: {"inputs": datasets[0], "outputs": datasets[1]}}
+    assert job.metadata == expected
+    assert (job.name, job.kind) == ("nightly_copy", "openlineage")
+    assert edge_set(batch) == edges
+    assert [(r.run_id, r.status) for r in batch.runs] == [(NIGHTLY_RUN_ID, "COMPLETE")]
+    assert batch.problems == []
+
+
+def test_a_jobs_datasets_are_those_of_its_events() -> None:
+    start = minimal_event("START")
+    start["inputs"] = start["outputs"] = []  # a START that does not know its datasets yet
+    complete = minimal_event("COMPLETE", outputs=False)
+    complete["eventTime"] = "2024-05-01T03:10:00Z"
+    other = minimal_event("COMPLETE")
+    other["job"]["name"] = "other_copy"
+    other["run"]["runId"] = RUN_ID
+    other["inputs"] = []
+    other["job"]["facets"] = {"jobType": {"processingType": "streaming", "jobType": "JOB"}}
+    batch = events_to_batch([start, complete, other])
+
+    assert batch.processes == []
+    assert [(p.urn, p.kind, p.metadata) for p in batch.described] == [
+        (NIGHTLY, "openlineage", {JOB_DATASETS: {"inputs": [LOG], "outputs": []}}),
+        (
+            "openlineage.job/spark-prod/other_copy",
+            "job",
+            {"processing_type": "STREAMING", JOB_DATASETS: {"inputs": [], "outputs": [TRAINING]}},
+        ),
+    ]
+    assert batch.events == [start, complete, other]
+
+
+def test_described_jobs_in_the_store(tmp_path: Path) -> None:
+    store = LineageStore(str(tmp_path / "l.db"))
+    try:
+        store.ingest(event_to_batch(minimal_event("COMPLETE")))
+        assert {(e.source, e.target) for e in store.edges(process=NIGHTLY)} == {(LOG, TRAINING)}
+        # a heartbeat naming no dataset: the job's edges and datasets stay as they were
+        heartbeat = minimal_event("RUNNING")
+        heartbeat["inputs"] = heartbeat["outputs"] = []
+        store.ingest(event_to_batch(heartbeat))
+        assert {(e.source, e.target) for e in store.edges(process=NIGHTLY)} == {(LOG, TRAINING)}
+        job = store.node(NIGHTLY)
+        assert job is not None
+        assert job.properties[JOB_DATASETS] == {"inputs": [LOG], "outputs": [TRAINING]}
+
+        # a job that only writes is a node, its dataset kept with it though no edge says so
+        writer = minimal_event("COMPLETE")
+        writer["job"]["name"], writer["inputs"] = "load_training", []
+        store.ingest(event_to_batch(writer))
+        loader = store.node("openlineage.job/spark-prod/load_training")
+        assert loader is not None
+        assert loader.properties[JOB_DATASETS] == {"inputs": [], "outputs": [TRAINING]}
+        assert store.edges(process="openlineage.job/spark-prod/load_training") == []
+    finally:
+        store.close()
+
+
+def test_a_slash_in_a_job_namespace_is_encoded() -> None:
+    event = minimal_event("COMPLETE")
+    event["job"] = {"namespace": "airflow/prod", "name": "dating_dag.nightly_copy"}
+    batch = event_to_batch(event)
+    urn = "openlineage.job/airflow%2Fprod/dating_dag.nightly_copy"
+    assert [p.urn for p in batch.processes] == [urn]
+    assert [r.process for r in batch.runs] == [urn]
+    assert job_of(urn) == ("airflow/prod", "dating_dag.nightly_copy")
+    assert job_urn("airflow/prod", "dating_dag.nightly_copy") == urn
+
+
+def test_an_unknown_event_type_is_a_problem_not_an_error() -> None:
+    event = minimal_event("DONE")
+    batch = event_to_batch(event)
+
+    # taken as OTHER: the lineage is kept, the run's lifecycle untold
+    assert batch.runs == []
+    assert [p.urn for p in batch.processes] == [NIGHTLY]
+    assert edge_set(batch) == {(LOG, TRAINING, None, None)}
+    assert batch.events == [event]
+    [problem] = batch.problems
+    assert (problem.source, problem.location) == ("openlineage", "$.eventType")
+    assert "'DONE'" in problem.reason
+
+    # among many events, the path names the event
+    batch = events_to_batch([minimal_event("START"), minimal_event("DONE")])
+    assert [(r.status, r.started_at) for r in batch.runs] == [("RUNNING", STARTED)]
+    assert [p.location for p in batch.problems] == ["$[1].eventType"]
 
 
 # -- malformed events -------------------------------------------------------------------------------
@@ -553,6 +836,7 @@ LINEAGE = "$.outputs[0].facets.columnLineage"
 RELIGION = "outputs/0/facets/columnLineage/fields/target_religion"
 
 
+# Where Marquez refuses an event (a 400): its required members, the job's and datasets' names
 @pytest.mark.parametrize(
     ("mutate", "path", "reason"),
     [
@@ -561,14 +845,7 @@ RELIGION = "outputs/0/facets/columnLineage/fields/target_religion"
         (change("eventTime", "2024-05-01"), "$.eventTime", "not an RFC 3339 date-time: '2024-05-01'"),
         (change("eventTime", 1714532670), "$.eventTime", "expected a string, got number"),
         (change("producer", ...), "$.producer", "required"),
-        (
-            change("eventType", "DONE"),
-            "$.eventType",
-            "expected one of START, RUNNING, COMPLETE, ABORT, FAIL, OTHER, got 'DONE'",
-        ),
         (change("run/runId", ...), "$.run.runId", "required"),
-        (change("run/runId", "run-1"), "$.run.runId", "not a UUID: 'run-1'"),
-        (change("run/facets/parent/run", ...), "$.run.facets.parent.run", "required"),
         (change("job/namespace", ...), "$.job.namespace", "required"),
         (change("job/name", 42), "$.job.name", "expected a string, got number"),
         (change("job/name", " "), "$.job.name", "must not be empty"),
@@ -576,57 +853,284 @@ RELIGION = "outputs/0/facets/columnLineage/fields/target_religion"
         (change("inputs", {}), "$.inputs", "expected an array, got object"),
         (change("outputs/0/namespace", ...), "$.outputs[0].namespace", "required"),
         (change("inputs/1/name", None), "$.inputs[1].name", "expected a string, got null"),
-        (
-            change("inputs/0/facets/schema/fields/3/fields/0/name", ...),
-            "$.inputs[0].facets.schema.fields[3].fields[0].name",
-            "required",
-        ),
-        (
-            change("inputs/1/facets/storage/storageLayer", ...),
-            "$.inputs[1].facets.storage.storageLayer",
-            "required",
-        ),
-        (
-            change("inputs/0/facets/ownership/owners/0", "alice"),
-            "$.inputs[0].facets.ownership.owners[0]",
-            "expected an object, got string",
-        ),
-        (
-            change(f"{RELIGION}/inputFields", {}),
-            f"{LINEAGE}.fields.target_religion.inputFields",
-            "expected an array, got object",
-        ),
-        (change(f"{RELIGION}/inputFields", ...), f"{LINEAGE}.fields.target_religion.inputFields", "required"),
-        (
-            change("outputs/0/facets/columnLineage/fields/target_user_id/inputFields/1/name", ...),
-            f"{LINEAGE}.fields.target_user_id.inputFields[1].name",
-            "required",
-        ),
-        (
-            change(f"{RELIGION}/inputFields/0/transformations/1/type", "SIDEWAYS"),
-            f"{LINEAGE}.fields.target_religion.inputFields[0].transformations[1].type",
-            "expected DIRECT or INDIRECT, got 'SIDEWAYS'",
-        ),
-        (
-            change("outputs/0/facets/columnLineage/fields/profile.city", []),
-            f'{LINEAGE}.fields["profile.city"]',
-            "expected an object, got array",
-        ),
-        (change("outputs/0/facets/columnLineage/fields", ...), f"{LINEAGE}.fields", "required"),
-        (
-            change("outputs/0/facets/columnLineage/dataset/0/field", ""),
-            f"{LINEAGE}.dataset[0].field",
-            "must not be empty",
-        ),
     ],
 )
-def test_malformed_run_events(mutate: Callable[[dict[str, Any]], None], path: str, reason: str) -> None:
+def test_malformed_run_events_are_refused(
+    mutate: Callable[[dict[str, Any]], None], path: str, reason: str
+) -> None:
     event = spark_event()
     mutate(event)
     with pytest.raises(EventError) as caught:
         event_to_batch(event)
     assert (caught.value.path, caught.value.reason) == (path, reason)
     assert str(caught.value) == f"{path}: {reason}"
+
+
+# What is left out of a kept event, checked on its batch. The intact event has runs, edges, fields
+# and assets as `test_run_event_with_schema_and_column_lineage` works out.
+
+
+def run_as_sent(batch: LineageBatch) -> None:
+    assert batch.runs == [
+        Run(RUN_ID.lower(), PROCESS, ended_at=ENDED, status="COMPLETE", job_id=PARENT_RUN_ID)
+    ]
+    assert len(batch.edges) == 10
+
+
+def no_run(batch: LineageBatch) -> None:
+    # taken as OTHER: nothing said of the run's lifecycle, the lineage kept
+    assert batch.runs == []
+    assert len(batch.edges) == 10
+
+
+def run_under(run_id: str, job_id: str | None) -> Callable[[LineageBatch], None]:
+    def check(batch: LineageBatch) -> None:
+        assert batch.runs == [Run(run_id, PROCESS, ended_at=ENDED, status="COMPLETE", job_id=job_id)]
+
+    return check
+
+
+def untyped_log_fields(batch: LineageBatch) -> None:
+    # only the fields the column lineage names, without the types the schema facet gave
+    assert {f.urn: f.data_type for f in batch.fields if f.urn.startswith(f"{LOG}#")} == {
+        f"{LOG}#user_id": None,
+        f"{LOG}#religion": None,
+        f"{LOG}#profile.city": None,
+        f"{LOG}#ds": None,
+    }
+    assert Field(f"{EVENTS}#user_id", "bigint") in batch.fields
+    assert len(batch.edges) == 10
+
+
+def no_storage(batch: LineageBatch) -> None:
+    [events] = [a for a in batch.assets if a.urn == EVENTS]
+    assert events.metadata == {}
+    assert Field(f"{EVENTS}#user_id", "bigint") in batch.fields
+
+
+def log_owned_by(owner: str | None) -> Callable[[LineageBatch], None]:
+    def check(batch: LineageBatch) -> None:
+        log = batch.assets[0]
+        assert (log.urn, log.owner, log.description) == (LOG, owner, "Safety reports, one row per report")
+
+    return check
+
+
+def log_undocumented(batch: LineageBatch) -> None:
+    log = batch.assets[0]
+    assert (log.urn, log.owner, log.description) == (LOG, "team:trust-safety", None)
+
+
+def untyped_job(batch: LineageBatch) -> None:
+    [process] = batch.processes
+    assert process.kind == "openlineage"
+    assert process.metadata == {JOB_DATASETS: {"inputs": [EVENTS, LOG], "outputs": [TRAINING]}}
+
+
+def no_column_edges(batch: LineageBatch) -> None:
+    # one bad part of an output's columnLineage drops all of that output's field edges
+    assert edge_set(batch) == {(LOG, TRAINING, None, None), (EVENTS, TRAINING, None, None)}
+
+
+def owners(*entries: Any) -> Callable[[dict[str, Any]], None]:
+    return change("inputs/0/facets/ownership/owners", list(entries))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "reason", "check"),
+    [
+        pytest.param(change("schemaURL", ...), "$.schemaURL", "missing", run_as_sent, id="no schemaURL"),
+        pytest.param(
+            change("eventType", "DONE"),
+            "$.eventType",
+            "expected one of START, RUNNING, COMPLETE, ABORT, FAIL, OTHER, got 'DONE'",
+            no_run,
+            id="unknown eventType",
+        ),
+        pytest.param(
+            change("eventType", 3), "$.eventType", "expected a string, got number", no_run, id="eventType 3"
+        ),
+        pytest.param(
+            change("run/runId", "run-1"),
+            "$.run.runId",
+            "not a UUID: 'run-1'",
+            run_under(openlineage_run_id("run-1"), PARENT_RUN_ID),
+            id="runId not a UUID",
+        ),
+        pytest.param(
+            change("run/facets/parent/run/runId", "scheduled__2024-05-01"),
+            "$.run.facets.parent.run.runId",
+            "not a UUID: 'scheduled__2024-05-01'",
+            run_under(RUN_ID.lower(), openlineage_run_id("scheduled__2024-05-01")),
+            id="parent runId not a UUID",
+        ),
+        pytest.param(
+            change("run/facets/parent/run", ...),
+            "$.run.facets.parent.run",
+            "required",
+            run_under(RUN_ID.lower(), None),
+            id="parent without run",
+        ),
+        pytest.param(
+            change("job/facets/jobType/jobType", 5),
+            "$.job.facets.jobType.jobType",
+            "expected a string, got number",
+            untyped_job,
+            id="bad jobType",
+        ),
+        pytest.param(
+            change("inputs/0/facets/schema/fields/3/fields/0/name", ...),
+            "$.inputs[0].facets.schema.fields[3].fields[0].name",
+            "required",
+            untyped_log_fields,
+            id="schema field without name",
+        ),
+        pytest.param(
+            change("inputs/0/facets/schema/fields", {}),
+            "$.inputs[0].facets.schema.fields",
+            "expected an array, got object",
+            untyped_log_fields,
+            id="schema fields not an array",
+        ),
+        pytest.param(
+            change("inputs/1/facets/storage/storageLayer", ...),
+            "$.inputs[1].facets.storage.storageLayer",
+            "required",
+            no_storage,
+            id="storage without layer",
+        ),
+        pytest.param(
+            owners("alice"),
+            "$.inputs[0].facets.ownership.owners[0]",
+            "expected an object, got string",
+            log_owned_by(None),
+            id="owner not an object",
+        ),
+        pytest.param(
+            owners({"type": "MAINTAINER"}, {"name": "team:safety-eng"}),
+            "$.inputs[0].facets.ownership.owners[0].name",
+            "required",
+            log_owned_by("team:safety-eng"),
+            id="owner without name",
+        ),
+        pytest.param(
+            change("inputs/0/facets/documentation/description", ...),
+            "$.inputs[0].facets.documentation.description",
+            "required",
+            log_undocumented,
+            id="documentation without description",
+        ),
+        pytest.param(
+            change(f"{RELIGION}/inputFields", {}),
+            f"{LINEAGE}.fields.target_religion.inputFields",
+            "expected an array, got object",
+            no_column_edges,
+            id="inputFields not an array",
+        ),
+        pytest.param(
+            change(f"{RELIGION}/inputFields", ...),
+            f"{LINEAGE}.fields.target_religion.inputFields",
+            "required",
+            no_column_edges,
+            id="no inputFields",
+        ),
+        pytest.param(
+            change("outputs/0/facets/columnLineage/fields/target_user_id/inputFields/1/name", ...),
+            f"{LINEAGE}.fields.target_user_id.inputFields[1].name",
+            "required",
+            no_column_edges,
+            id="inputField without name",
+        ),
+        pytest.param(
+            change(f"{RELIGION}/inputFields/0/transformations/1/type", "SIDEWAYS"),
+            f"{LINEAGE}.fields.target_religion.inputFields[0].transformations[1].type",
+            "expected DIRECT or INDIRECT, got 'SIDEWAYS'",
+            no_column_edges,
+            id="unknown transformation type",
+        ),
+        pytest.param(
+            change("outputs/0/facets/columnLineage/fields/profile.city", []),
+            f'{LINEAGE}.fields["profile.city"]',
+            "expected an object, got array",
+            no_column_edges,
+            id="column not an object",
+        ),
+        pytest.param(
+            change("outputs/0/facets/columnLineage/fields", ...),
+            f"{LINEAGE}.fields",
+            "required",
+            no_column_edges,
+            id="columnLineage without fields",
+        ),
+        pytest.param(
+            change("outputs/0/facets/columnLineage/dataset/0/field", ""),
+            f"{LINEAGE}.dataset[0].field",
+            "must not be empty",
+            no_column_edges,
+            id="dataset-wide input without field",
+        ),
+    ],
+)
+def test_a_part_breaking_the_spec_is_left_out_with_a_problem(
+    mutate: Callable[[dict[str, Any]], None],
+    path: str,
+    reason: str,
+    check: Callable[[LineageBatch], None],
+) -> None:
+    event = spark_event()
+    mutate(event)
+    with naming(hive=HIVE):
+        batch = event_to_batch(event)
+
+    # the event is kept, with its job, datasets and dataset edges
+    assert batch.events == [event]
+    assert [a.urn for a in batch.assets] == [LOG, EVENTS, TRAINING]
+    assert [p.urn for p in batch.processes] == [PROCESS]
+    assert {(LOG, TRAINING, None, None), (EVENTS, TRAINING, None, None)} <= edge_set(batch)
+    # the part left out is named by its JSON path, the reason kept
+    [problem] = batch.problems
+    assert (problem.source, problem.location) == ("openlineage", path)
+    assert problem.reason.startswith(reason), problem.reason
+    check(batch)
+
+
+def test_a_dropped_column_lineage_facet_leaves_no_nodes_behind() -> None:
+    event = spark_event()
+    fields = event["outputs"][0]["facets"]["columnLineage"]["fields"]
+    # read after the intact columns: an input of a topic named nowhere else, then a broken one
+    fields["x"] = {
+        "inputFields": [{"namespace": "kafka", "name": "clicks", "field": "a"}, {"namespace": "kafka"}]
+    }
+    with naming(hive=HIVE):
+        batch = event_to_batch(event)
+
+    assert [p.location for p in batch.problems] == [f"{LINEAGE}.fields.x.inputFields[1].name"]
+    no_column_edges(batch)
+    # the dropped facet was the only one to name kafka.topic/clicks, TRAINING#city and TRAINING#x
+    assert [a.urn for a in batch.assets] == [LOG, EVENTS, TRAINING]
+    assert {(f.urn, f.data_type) for f in batch.fields} == {
+        (f"{LOG}#user_id", "bigint"),
+        (f"{LOG}#religion", "string"),
+        (f"{LOG}#ds", "string"),
+        (f"{LOG}#profile.city", "string"),
+        (f"{EVENTS}#user_id", "bigint"),
+        (f"{TRAINING}#target_user_id", "bigint"),
+        (f"{TRAINING}#target_religion", "string"),
+    }
+
+
+def test_a_problems_path_names_its_event_among_many() -> None:
+    bad = minimal_event("COMPLETE")
+    bad["run"]["runId"] = "nightly-2024-05-01"
+    del bad["schemaURL"]
+    batch = events_to_batch([minimal_event("START"), bad])
+    assert [p.location for p in batch.problems] == ["$[1].schemaURL", "$[1].run.runId"]
+    # two runs: the START's, and the COMPLETE kept under a UUID made from its id
+    assert [(r.run_id, r.status) for r in batch.runs] == [
+        (NIGHTLY_RUN_ID, "RUNNING"),
+        (openlineage_run_id("nightly-2024-05-01"), "COMPLETE"),
+    ]
+    assert len(batch.events) == 2
 
 
 @pytest.mark.parametrize(
@@ -687,15 +1191,17 @@ def test_events_to_batch_merges_a_run_and_its_lineage() -> None:
     ended = datetime(2024, 5, 1, 3, 10, tzinfo=UTC)
     assert batch.runs == [Run(NIGHTLY_RUN_ID, NIGHTLY, started_at=STARTED, ended_at=ended, status="COMPLETE")]
     assert [p.urn for p in batch.processes] == [NIGHTLY]
+    assert batch.described == []
     assert edge_set(batch) == {(LOG, TRAINING, None, None)}
     assert batch.observed_at == ended
+    assert batch.events == [complete, start]
 
 
 # -- the round trip through Tracelake's emitter -----------------------------------------------------
 
 CLICKS = "kafka.topic/profile_clicks"
 REPORTS = "jdbc.table/jdbc:postgresql://db:5432/dating/reports"
-RAW = "file.parquet/s3a://dating-lake/raw/events"
+RAW = "file.dataset/s3://dating-lake/raw/events"
 SQL_JOB = "sql.job/build_safety_training"
 
 
@@ -733,24 +1239,40 @@ def test_round_trip_through_the_emitter() -> None:
 
     batch = event_to_batch(doc)
 
-    # `dataset_name` keeps no file format and aliases s3a to s3: that much of a file URN is lost
-    renamed = {RAW: "file.files/s3://dating-lake/raw/events"}
-
-    def back(urn: str) -> str:
-        asset, hash_, path = urn.partition("#")
-        return renamed.get(asset, asset) + hash_ + path
-
-    assert {a.urn for a in batch.assets} == {back(a.urn) for a in original.assets}
-    assert edge_set(batch) == {
-        (back(e.source), back(e.target), e.transformation, e.description) for e in original.edges
-    }
+    # a dataset's URN is its (namespace, name), reversibly: every node comes back as it went out
+    assert {a.urn for a in batch.assets} == {a.urn for a in original.assets}
+    assert edge_set(batch) == {(e.source, e.target, e.transformation, e.description) for e in original.edges}
     assert {(f.urn, f.data_type) for f in batch.fields if f.data_type} == {
-        (back(f.urn), f.data_type) for f in original.fields
+        (f.urn, f.data_type) for f in original.fields
     }
     assert batch.processes == [
         Process("openlineage.job/tracelake/build_safety_training", "build_safety_training", "query")
     ]
+    assert batch.processes[0].metadata == {
+        "processing_type": "BATCH",
+        JOB_DATASETS: {"inputs": [RAW, LOG, REPORTS, CLICKS], "outputs": [TRAINING]},
+    }
+    assert batch.problems == []
     assert batch.observed_at == ENDED
+
+
+def test_round_trip_of_another_metastores_table() -> None:
+    other = "hive.table//metastore-b:9083/dating.safety_log_tbl"
+    original = LineageBatch(
+        processes=[Process(SQL_JOB, name="build_safety_training")],
+        edges=[FlowEdge(other, TRAINING, SQL_JOB, Signal.SQL_STATIC)],
+    )
+    run = Run("3f9a1c0d2b7e4a55", SQL_JOB, started_at=STARTED, ended_at=ENDED)
+    with naming(hive="hive://metastore-a:9083"):
+        doc = as_json(run_event("COMPLETE", run, original, namespace="tracelake", producer=PRODUCER))
+        assert [(d["namespace"], d["name"]) for d in doc["inputs"]] == [
+            ("hive://metastore-b:9083", "dating.safety_log_tbl")
+        ]
+        assert [(d["namespace"], d["name"]) for d in doc["outputs"]] == [
+            ("hive://metastore-a:9083", "dating.safety_training_tbl")
+        ]
+        batch = event_to_batch(doc)
+    assert edge_set(batch) == {(other, TRAINING, None, None)}
 
 
 # -- into the store ---------------------------------------------------------------------------------

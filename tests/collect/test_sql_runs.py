@@ -231,8 +231,8 @@ def test_temp_view_over_files_reads_those_files() -> None:
         """
     )
     assert {(e.source, e.target, e.transformation) for e in c.batches[0].edges} == {
-        ("file.parquet//data/Raw", "hive.table/d.dst", None),
-        ("file.parquet//data/Raw#id", "hive.table/d.dst#id", "IDENTITY"),
+        ("file.dataset//data/Raw", "hive.table/d.dst", None),
+        ("file.dataset//data/Raw#id", "hive.table/d.dst#id", "IDENTITY"),
     }
 
 

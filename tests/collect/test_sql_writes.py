@@ -245,8 +245,8 @@ def test_alter_view_as_select_redefines_the_view() -> None:
 def test_tables_named_by_their_files_are_file_nodes() -> None:
     c = lineage("INSERT INTO delta.`/lake/Out` SELECT id FROM parquet.`s3://bucket/Events/2024` e")
     assert {(e.source, e.target, e.transformation) for e in c.batches[0].edges} == {
-        ("file.parquet/s3://bucket/Events/2024", "file.delta//lake/Out", None),
-        ("file.parquet/s3://bucket/Events/2024#id", "file.delta//lake/Out#id", "IDENTITY"),
+        ("file.dataset/s3://bucket/Events/2024", "file.dataset//lake/Out", None),
+        ("file.dataset/s3://bucket/Events/2024#id", "file.dataset//lake/Out#id", "IDENTITY"),
     }
 
 

@@ -27,7 +27,7 @@ from openlineage.client.transport.transport import Transport
 from referencing import Registry, Resource
 
 from tracelake.emit import LineageEmitter, OpenLineageEmitter, run_event
-from tracelake.emit.openlineage import DEFAULT_PRODUCER, dataset_name, openlineage_run_id
+from tracelake.emit.openlineage import DEFAULT_PRODUCER, openlineage_run_id
 from tracelake.model import (
     Asset,
     Confidence,
@@ -40,6 +40,7 @@ from tracelake.model import (
     Transformation,
     UrnError,
 )
+from tracelake.names import DatasetName, dataset_of, location_urn, naming
 
 # -- validation against the OpenLineage JSON schema ---------------------------------------------
 
@@ -125,6 +126,12 @@ def assert_valid(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+@pytest.fixture(autouse=True)
+def _no_home_metastore_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set the home metastore themselves (`naming`), whatever the shell running them says."""
+    monkeypatch.delenv("TRACELAKE_HIVE_NAMESPACE", raising=False)
+
+
 # -- batches built by hand ------------------------------------------------------------------------
 
 PRODUCER = "https://github.com/tracelake/tracelake/tree/0.1.0"
@@ -167,8 +174,8 @@ def dating_run() -> Run:
     return Run("3f9a1c0d2b7e4a55", SQL_JOB, started_at=STARTED, ended_at=ENDED, status="COMPLETE")
 
 
-EVENTS = "file.parquet//data/events"
-DAILY = "file.parquet//data/events_daily"
+EVENTS = "file.dataset//data/events"
+DAILY = "file.dataset//data/events_daily"
 USERS = "hive.table/dating.users"
 SPARK_JOB = "spark.job/daily_dating_features"
 SPARK_RUN_ID = "8c1f0e52-3c4b-4d7e-9a55-0f4a2b6c7d81"
@@ -405,6 +412,12 @@ def test_edge_description_and_untyped_field_edges() -> None:
 @pytest.mark.parametrize(
     ("urn", "expected"),
     [
+        ("file.dataset//data/events", ("file", "/data/events")),
+        ("file.dataset/s3://lake-bucket/events/day", ("s3://lake-bucket", "events/day")),
+        ("file.dataset/hdfs://namenode:8020/warehouse/t", ("hdfs://namenode:8020", "/warehouse/t")),
+        ("file.dataset/file://nfs-1/data/events", ("file://nfs-1", "/data/events")),
+        ("file.dataset//data/a%23b#c", ("file", "/data/a#b")),
+        # URNs of stores written while the format was part of a file's name
         ("file.parquet//data/events", ("file", "/data/events")),
         ("file.csv/file:///data/raw/x.csv", ("file", "/data/raw/x.csv")),
         ("file.parquet/s3a://lake-bucket/events/day", ("s3://lake-bucket", "events/day")),
@@ -412,19 +425,56 @@ def test_edge_description_and_untyped_field_edges() -> None:
         ("file.parquet/hdfs://namenode:8020/warehouse/t", ("hdfs://namenode:8020", "/warehouse/t")),
         ("hive.table/dating.safety_log_tbl", ("hive", "dating.safety_log_tbl")),
         ("hive.table/dating.users#address.city", ("hive", "dating.users")),
+        ("hive.table//metastore-b:9083/dating.users", ("hive://metastore-b:9083", "dating.users")),
         ("kafka.topic/profile_updates", ("kafka", "profile_updates")),
-        ("ai.feature/DATING_USER_RELIGION_SCORE", ("ai", "DATING_USER_RELIGION_SCORE")),
-        ("logger/dating_profile_log", ("logger", "dating_profile_log")),
+        ("kafka.topic//broker-1:9092/profile_updates", ("kafka://broker-1:9092", "profile_updates")),
+        ("postgres.table//db:5432/dating.public.reports", ("postgres://db:5432", "dating.public.reports")),
+        ("bigquery.table/proj.dating.reports", ("bigquery", "proj.dating.reports")),
+        ("ai.dataset/dating_ranking_model", ("ai", "dating_ranking_model")),
+        # not ai's usual kind: the namespace is the whole `<system>.<kind>`, as config collectors name it
+        ("ai.feature/DATING_USER_RELIGION_SCORE", ("ai.feature", "DATING_USER_RELIGION_SCORE")),
+        (
+            "openlineage.dataset/arn:aws:glue:eu-west-1:123/table/dating/reports",
+            ("arn:aws:glue:eu-west-1:123", "table/dating/reports"),
+        ),
     ],
 )
 def test_dataset_naming(urn: str, expected: tuple[str, str]) -> None:
-    assert dataset_name(urn) == expected
+    assert dataset_of(urn) == DatasetName(*expected)
 
 
-@pytest.mark.parametrize("urn", ["no_slash", "hive.table/", "/name"])
+def test_dataset_naming_of_the_home_metastore() -> None:
+    with naming(hive="hive://metastore:9083"):
+        assert dataset_of(LOG) == DatasetName("hive://metastore:9083", "dating.safety_log_tbl")
+        doc = event_doc("COMPLETE", dating_run(), dating_batch())
+        # another metastore's table is named in its own namespace, home or not
+        assert dataset_of("hive.table//metastore-b:9083/t.u") == DatasetName("hive://metastore-b:9083", "t.u")
+    assert [(d["namespace"], d["name"]) for d in doc["inputs"]] == [
+        ("hive://metastore:9083", "dating.safety_log_tbl")
+    ]
+    assert [(d["namespace"], d["name"]) for d in doc["outputs"]] == [
+        ("hive://metastore:9083", "dating.safety_training_tbl")
+    ]
+    assert dataset_of(LOG) == DatasetName("hive", "dating.safety_log_tbl")
+
+
+def test_files_go_out_under_their_location_whatever_their_format() -> None:
+    raw = location_urn("s3a://dating-lake/raw/events/ds=2024-05-01/")
+    assert raw == "file.dataset/s3://dating-lake/raw/events"
+    batch = LineageBatch(
+        processes=[Process(SQL_JOB, name="build_safety_training")],
+        edges=[sql_edge(raw, TRAINING), sql_edge(f"{raw}#user_id", f"{TRAINING}#target_user_id")],
+    )
+    doc = event_doc("COMPLETE", dating_run(), batch)
+    # the spec's naming of an object store: the bucket, then the key without a leading slash
+    assert [(d["namespace"], d["name"]) for d in doc["inputs"]] == [("s3://dating-lake", "raw/events")]
+    assert by_field(doc) == {"target_user_id": [("s3://dating-lake", "raw/events", "user_id", [])]}
+
+
+@pytest.mark.parametrize("urn", ["no_slash", "hive.table/", "/name", "logger/dating_profile_log"])
 def test_dataset_naming_rejects_non_urns(urn: str) -> None:
     with pytest.raises(UrnError):
-        dataset_name(urn)
+        dataset_of(urn)
 
 
 def test_run_ids() -> None:

@@ -169,8 +169,8 @@ def test_tracked_run_stores_the_runtime_lineage(
             with track(spark, job=job, store=sqlite_store):
                 assert run(spark, lake, pipeline.DS) == untracked_run[job]  # tracking changes nothing
 
-    feature = f"file.parquet/{lake.feature_path}"
-    assert lake.feature_path.startswith("/")  # so the URN is file.parquet//tmp/…
+    feature = f"file.dataset/{lake.feature_path}"
+    assert lake.feature_path.startswith("/")  # so the URN is file.dataset//tmp/…
     edges = {(e.source, e.target, e.transformation, e.signal) for e in sqlite_store.edges()}
     expected = {
         (

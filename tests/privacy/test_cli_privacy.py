@@ -62,7 +62,7 @@ def test_access_then_delete_through_the_queue(spark, lake: Path, tmp_path: Path)
     db, egress = str(tmp_path / "lineage.db"), tmp_path / "egress"
     assert run("privacy", "declare", str(lake), "-i", "user_id", "-i", "identity_map", "--db", db)[0] == 0
     code, stdout, _ = run("privacy", "targets", "--db", db)
-    assert code == 0 and f"file.parquet/{lake}" in stdout and "declared" in stdout
+    assert code == 0 and f"file.dataset/{lake}" in stdout and "declared" in stdout
 
     code, stdout, stderr = run("privacy", "access", "--user", "u3", "--db", db, "--egress", str(egress))
     assert code == 0, stderr

@@ -27,7 +27,7 @@ def test_a_declared_dataset_is_a_target_with_its_identity_columns(
     declared = declare(store, tmp_path / "events", ["user_id", "identity_map"])
 
     (target,) = find_targets(store)
-    assert target.asset == f"file.parquet/{tmp_path / 'events'}" == declared.asset
+    assert target.asset == f"file.dataset/{tmp_path / 'events'}" == declared.asset
     assert target.identity == ("identity_map", "user_id")
     assert target.path == tmp_path / "events"
     assert target.declared
@@ -37,10 +37,10 @@ def test_identities_reach_datasets_through_sure_direct_column_lineage(
     store: LineageStore, tmp_path: Path
 ) -> None:
     events = declare(store, tmp_path / "events", ["user_id"]).asset
-    sessions = f"file.parquet/{tmp_path / 'sessions'}"
+    sessions = f"file.dataset/{tmp_path / 'sessions'}"
     features = "hive.table/ml.features"
-    ads = f"file.parquet/{tmp_path / 'ads'}"
-    guesses = f"file.parquet/{tmp_path / 'guesses'}"
+    ads = f"file.dataset/{tmp_path / 'ads'}"
+    guesses = f"file.dataset/{tmp_path / 'guesses'}"
     store.ingest(
         LineageBatch(
             assets=[Asset(urn) for urn in (sessions, features, ads, guesses)],

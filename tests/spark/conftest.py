@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tracelake.model import LineageBatch
+from tracelake.names import location_urn
 from tracelake.spark import SparkTracker, track
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ class Lake:
     def path(self, name: str) -> str:
         return str(self.paths.get(name, self.root / name))
 
-    def urn(self, name: str, file_format: str = "parquet") -> str:
-        return f"file.{file_format}/{self.path(name)}"
+    def urn(self, name: str) -> str:
+        return location_urn(self.path(name))
 
     def write(
         self, name: str, rows: list[tuple[object, ...]], schema: str, file_format: str = "parquet"
@@ -54,7 +55,7 @@ class Lake:
         if file_format == "csv":
             writer = writer.option("header", True)
         writer.format(file_format).save(self.path(name))
-        self.names[self.urn(name, file_format)] = name
+        self.names[self.urn(name)] = name
 
     def read(self, name: str, file_format: str = "parquet") -> DataFrame:
         reader = self.spark.read.format(file_format)
@@ -64,7 +65,7 @@ class Lake:
 
     def output(self, name: str, file_format: str = "parquet") -> str:
         """Where a test writes `name`; edges into it show up under that short name."""
-        self.names[self.urn(name, file_format)] = name
+        self.names[self.urn(name)] = name
         return self.path(name)
 
     def run(self, body: Callable[[], object], job: str = "test_job") -> SparkTracker:

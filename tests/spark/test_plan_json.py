@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelake.collect.spark_datasets import dataset_path, jdbc_url, jdbc_urn
+from tracelake.collect.spark_datasets import jdbc_url, jdbc_urn
 from tracelake.collect.spark_lineage import analyze_action, detail_requests
 from tracelake.collect.spark_plan import NodeRef, Unit, parse_plan
+from tracelake.names import location_urn
 
 CATALYST = "org.apache.spark.sql.catalyst"
 EXPR = f"{CATALYST}.expressions"
@@ -60,10 +61,10 @@ def plan_node(cls: str, children: int, **fields: Any) -> dict[str, Any]:
 
 
 def test_dataset_paths() -> None:
-    assert dataset_path("file:/data/events/ds=2024-03-10/hr=01/") == "/data/events"
-    assert dataset_path("file:///tmp/x") == "/tmp/x"
-    assert dataset_path("s3a://lake/events/ds=2024-03-10") == "s3a://lake/events"
-    assert dataset_path("/data/x.csv") == "/data/x.csv"
+    assert location_urn("file:/data/events/ds=2024-03-10/hr=01/") == "file.dataset//data/events"
+    assert location_urn("file:///tmp/x") == "file.dataset//tmp/x"
+    assert location_urn("s3a://lake/events/ds=2024-03-10") == "file.dataset/s3://lake/events"
+    assert location_urn("/data/x.csv") == "file.dataset//data/x.csv"
 
 
 def test_jdbc_urls_lose_credentials_and_properties() -> None:

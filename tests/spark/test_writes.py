@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from tests.spark.conftest import Lake, indirect
 from tracelake.collect.sql import collect_sql
-from tracelake.model import table_urn
+from tracelake.names import table_urn
 
 
 def _table(lake: Lake, name: str) -> str:

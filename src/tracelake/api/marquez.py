@@ -21,14 +21,13 @@ import json
 from collections import defaultdict
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
-from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch, job_of, job_urn
-from tracelake.emit.openlineage import dataset_name
-from tracelake.graph.index import ASSET, GraphIndex, UnknownNodeError
+from tracelake.collect.openlineage import JOB_DATASETS, EventError, event_to_batch, events_to_batch
+from tracelake.graph.index import UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
+from tracelake.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
 from tracelake.service import Tracelake, TraversalFilters
 from tracelake.store.group_commit import Writer
 from tracelake.views import EdgeView, NodeView
@@ -37,6 +36,9 @@ router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
 Commits = Annotated[Writer, Depends(get_commits)]
 TRACELAKE_NAMESPACE = "tracelake"
+# Deeper JSON is refused before it is read: no event is near it, and the store's JSON encoder
+# would overflow Python's stack on a body nested a thousand arrays deep.
+MAX_NESTING = 100
 
 
 @router.post("/lineage", dependencies=[WRITE], status_code=201, response_class=Response)
@@ -46,6 +48,11 @@ async def post_lineage(request: Request, commits: Commits) -> Response:
         document = json.loads(await request.body())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise RequestError(f"the body is not JSON: {error}", "$") from None
+    except RecursionError:
+        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", "$") from None
+    too_deep = _too_deep(document) if isinstance(document, dict | list) else None
+    if too_deep is not None:
+        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", too_deep)
     try:
         batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
     except EventError as error:
@@ -65,20 +72,22 @@ def get_lineage(
     """Datasets and jobs around a dataset, `depth` jobs away both ways, or around a job: its
     datasets and `depth` jobs beyond them (Marquez's shape)."""
     kind, parts = _node_id(node_id)
+    jobs = _job_datasets(service)
     if kind == "job":
         # a job is not a node of the graph but the edges between datasets: start from those it
-        # reads and writes now
+        # reads and writes now, and those its events named
         job = _job_urn(service, parts)
-        starts = sorted({end for e in service.store.edges(process=job) for end in (e.source, e.target)})
-        starts = [urn for urn in starts if "#" not in urn]
+        ends = {end for e in service.store.edges(process=job) for end in (e.source, e.target)}
+        inputs, outputs = jobs.get(job, ((), ()))
+        starts = sorted({urn for urn in ends if "#" not in urn} | set(inputs) | set(outputs))
         if not starts:
-            return {"graph": []}
+            return {"graph": [_job_node(job, [], [])]}
     elif kind == "dataset":
         starts = [_dataset_urn(service, parts, fields=0)]
     else:
         raise RequestError("nodeId must name a dataset or a job (dataset:<ns>:<name>)", "nodeId")
     view = service.lineage(starts, "both", TraversalFilters(depth=depth))
-    return {"graph": _dataset_job_graph(view.nodes, view.edges)}
+    return {"graph": _dataset_job_graph(view.nodes, view.edges, jobs)}
 
 
 @router.get("/column-lineage", dependencies=[READ])
@@ -131,30 +140,15 @@ def _splits(text: str, pieces: int) -> list[list[str]]:
 
 
 def _dataset_urn(service: Tracelake, rest: str, *, fields: int) -> str:
-    index = service.index()
-    named = _assets_by_name(index)
+    """The node a Marquez id names: its namespace and name (and field) named as at ingest."""
+    positions = service.index().positions
     for parts in _splits(rest, 2 + fields):
-        urn = named.get((parts[0], parts[1]))
-        if urn is not None and fields:
-            urn = f"{urn}#{parts[2]}"
-        if urn is not None and urn in index.positions:
+        urn = asset_urn(parts[0], parts[1])
+        if fields:
+            urn = field_urn(urn, parts[2])
+        if urn in positions:
             return urn
     raise UnknownNodeError(rest)
-
-
-_names_cache: tuple[GraphIndex, dict[tuple[str, str], str]] | None = None
-
-
-def _assets_by_name(index: GraphIndex) -> dict[tuple[str, str], str]:
-    """(namespace, name) → asset URN for one index: the emitter's naming, looked up backwards;
-    kept until the index is replaced."""
-    global _names_cache
-    if _names_cache is not None and _names_cache[0] is index:
-        return _names_cache[1]
-    assets = np.flatnonzero(index.node_types == ASSET)
-    named = {dataset_name(index.urns[position]): index.urns[position] for position in assets}
-    _names_cache = (index, named)
-    return named
 
 
 def _job_urn(service: Tracelake, rest: str) -> str:
@@ -174,7 +168,7 @@ def _job_name(process: str) -> tuple[str, str]:
 
 
 def _dataset_id(urn: str) -> str:
-    return "dataset:{}:{}".format(*dataset_name(urn))
+    return "dataset:{}:{}".format(*dataset_of(urn))
 
 
 def _job_id(process: str) -> str:
@@ -183,13 +177,36 @@ def _job_id(process: str) -> str:
 
 def _field_id(urn: str) -> str:
     asset, _, path = urn.partition("#")
-    return "datasetField:{}:{}:{}".format(*dataset_name(asset), path)
+    return "datasetField:{}:{}:{}".format(*dataset_of(asset), path)
 
 
 # ---------------------------------------------------------------- graphs in Marquez's shape
 
 
-def _dataset_job_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dict[str, Any]]:
+def _job_datasets(service: Tracelake) -> dict[str, tuple[list[str], list[str]]]:
+    """Each OpenLineage job's datasets (inputs, outputs) as its latest events named them: a job
+    that only writes, only reads, or rewrites what it reads has them though no edge joins them.
+    Kept until the graph changes."""
+    global _jobs_cache
+    index = service.index()
+    if _jobs_cache is not None and _jobs_cache[0] is index:
+        return _jobs_cache[1]
+    found = service.store.property_of(JOB_DATASETS, urn_prefix=f"{JOB_KIND}/")
+    jobs = {
+        job: (list(datasets.get("inputs", [])), list(datasets.get("outputs", [])))
+        for job, datasets in found.items()
+        if isinstance(datasets, dict)
+    }
+    _jobs_cache = (index, jobs)
+    return jobs
+
+
+_jobs_cache: tuple[object, dict[str, tuple[list[str], list[str]]]] | None = None
+
+
+def _dataset_job_graph(
+    nodes: list[NodeView], edges: list[EdgeView], jobs: dict[str, tuple[list[str], list[str]]]
+) -> list[dict[str, Any]]:
     datasets = {n.id: n for n in nodes if n.kind == "asset"}
     inputs: dict[str, set[str]] = defaultdict(set)  # job → datasets it reads
     outputs: dict[str, set[str]] = defaultdict(set)
@@ -197,73 +214,81 @@ def _dataset_job_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dic
         if edge.source in datasets and edge.target in datasets:
             inputs[edge.process].add(edge.source)
             outputs[edge.process].add(edge.target)
+    for job, (reads, writes) in jobs.items():
+        if job in inputs or job in outputs or datasets.keys() & {*reads, *writes}:
+            inputs[job].update(reads)
+            outputs[job].update(writes)
+    every_dataset = sorted(set(datasets).union(*inputs.values(), *outputs.values()))
     graph = []
-    for urn, node in sorted(datasets.items()):
-        namespace, name = dataset_name(urn)
-        reads = sorted(job for job, targets in outputs.items() if urn in targets)
-        feeds = sorted(job for job, sources in inputs.items() if urn in sources)
+    for urn in every_dataset:
+        node = datasets.get(urn)
+        namespace, name = dataset_of(urn)
+        written_by = sorted(job for job, targets in outputs.items() if urn in targets)
+        read_by = sorted(job for job, sources in inputs.items() if urn in sources)
         graph.append(
             {
                 "id": _dataset_id(urn),
                 "type": "DATASET",
                 "data": {
                     "id": {"namespace": namespace, "name": name},
-                    "type": "DB_TABLE" if parse_urn(urn).kind == "table" else "DATASET",
+                    "type": _dataset_type(urn),
                     "name": name,
                     "physicalName": name,
                     "namespace": namespace,
-                    "tags": list(node.labels),
-                    "tracelake": {"urn": urn, "owner": node.owner, "layer": node.layer},
+                    "tags": list(node.labels) if node else [],
+                    "tracelake": {
+                        "urn": urn,
+                        "owner": node.owner if node else None,
+                        "layer": node.layer if node else None,
+                    },
                 },
-                "inEdges": [{"origin": _job_id(j), "destination": _dataset_id(urn)} for j in reads],
-                "outEdges": [{"origin": _dataset_id(urn), "destination": _job_id(j)} for j in feeds],
+                "inEdges": [{"origin": _job_id(j), "destination": _dataset_id(urn)} for j in written_by],
+                "outEdges": [{"origin": _dataset_id(urn), "destination": _job_id(j)} for j in read_by],
             }
         )
     for job in sorted(set(inputs) | set(outputs)):
-        namespace, name = _job_name(job)
-        graph.append(
-            {
-                "id": _job_id(job),
-                "type": "JOB",
-                "data": {
-                    "id": {"namespace": namespace, "name": name},
-                    "type": "BATCH",
-                    "name": name,
-                    "simpleName": name,
-                    "namespace": namespace,
-                    "inputs": [
-                        dict(zip(("namespace", "name"), dataset_name(d), strict=True))
-                        for d in sorted(inputs[job])
-                    ],
-                    "outputs": [
-                        dict(zip(("namespace", "name"), dataset_name(d), strict=True))
-                        for d in sorted(outputs[job])
-                    ],
-                    "tracelake": {"urn": job},
-                },
-                "inEdges": [
-                    {"origin": _dataset_id(d), "destination": _job_id(job)} for d in sorted(inputs[job])
-                ],
-                "outEdges": [
-                    {"origin": _job_id(job), "destination": _dataset_id(d)} for d in sorted(outputs[job])
-                ],
-            }
-        )
+        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job])))
     return graph
+
+
+def _dataset_type(urn: str) -> str:
+    """Marquez's dataset types: a stream's topic is a STREAM, anything else a DB_TABLE."""
+    return "STREAM" if parse_urn(urn).kind == "topic" else "DB_TABLE"
+
+
+def _job_node(job: str, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+    namespace, name = _job_name(job)
+    return {
+        "id": _job_id(job),
+        "type": "JOB",
+        "data": {
+            "id": {"namespace": namespace, "name": name},
+            "type": "BATCH",
+            "name": name,
+            "simpleName": name,
+            "namespace": namespace,
+            "inputs": [dict(zip(("namespace", "name"), dataset_of(d), strict=True)) for d in inputs],
+            "outputs": [dict(zip(("namespace", "name"), dataset_of(d), strict=True)) for d in outputs],
+            "tracelake": {"urn": job},
+        },
+        "inEdges": [{"origin": _dataset_id(d), "destination": _job_id(job)} for d in inputs],
+        "outEdges": [{"origin": _job_id(job), "destination": _dataset_id(d)} for d in outputs],
+    }
 
 
 def _field_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dict[str, Any]]:
     fields = {n.id: n for n in nodes if n.kind == "field"}
-    into: dict[str, list[EdgeView]] = defaultdict(list)
-    out_of: dict[str, list[EdgeView]] = defaultdict(list)
+    # an input field reaches its output once, whatever number of transformations it went through
+    into: dict[str, dict[str, list[EdgeView]]] = defaultdict(lambda: defaultdict(list))
+    out_of: dict[str, dict[str, None]] = defaultdict(dict)
     for edge in edges:
         if edge.source in fields and edge.target in fields:
-            into[edge.target].append(edge)
-            out_of[edge.source].append(edge)
+            into[edge.target][edge.source].append(edge)
+            out_of[edge.source][edge.target] = None
     graph = []
     for urn, node in sorted(fields.items()):
         asset, _, path = urn.partition("#")
-        namespace, name = dataset_name(asset)
+        namespace, name = dataset_of(asset)
         graph.append(
             {
                 "id": _field_id(urn),
@@ -273,30 +298,48 @@ def _field_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dict[str,
                     "dataset": name,
                     "field": path,
                     "fieldType": node.data_type,
-                    "inputFields": [_input_field(edge) for edge in into[urn]],
+                    "inputFields": [_input_field(source, ways) for source, ways in into[urn].items()],
                     "tracelake": {"urn": urn, "labels": list(node.labels)},
                 },
                 "inEdges": [
-                    {"origin": _field_id(e.source), "destination": _field_id(urn)} for e in into[urn]
+                    {"origin": _field_id(source), "destination": _field_id(urn)} for source in into[urn]
                 ],
                 "outEdges": [
-                    {"origin": _field_id(urn), "destination": _field_id(e.target)} for e in out_of[urn]
+                    {"origin": _field_id(urn), "destination": _field_id(target)} for target in out_of[urn]
                 ],
             }
         )
     return graph
 
 
-def _input_field(edge: EdgeView) -> dict[str, Any]:
-    asset, _, path = edge.source.partition("#")
-    namespace, name = dataset_name(asset)
-    kind: Literal["DIRECT", "INDIRECT"] = "DIRECT" if edge.direct else "INDIRECT"
+def _input_field(source: str, ways: list[EdgeView]) -> dict[str, Any]:
+    """One input field of an output field, with every way it feeds it (Marquez's `transformations`)."""
+    asset, _, path = source.partition("#")
+    namespace, name = dataset_of(asset)
+    kinds: list[Literal["DIRECT", "INDIRECT"]] = ["DIRECT" if edge.direct else "INDIRECT" for edge in ways]
     return {
         "namespace": namespace,
         "dataset": name,
         "field": path,
         "transformationDescription": None,
-        "transformationType": kind,
-        "transformations": [{"type": kind, "subtype": edge.transformation}],
-        "tracelake": {"signal": edge.signal, "confidence": edge.confidence, "process": edge.process},
+        "transformationType": "DIRECT" if "DIRECT" in kinds else "INDIRECT",
+        "transformations": [
+            {"type": kind, "subtype": edge.transformation} for kind, edge in zip(kinds, ways, strict=True)
+        ],
+        "tracelake": [{"signal": e.signal, "confidence": e.confidence, "process": e.process} for e in ways],
     }
+
+
+def _too_deep(document: Any) -> str | None:
+    """Where `document` nests deeper than MAX_NESTING (a JSON path), or None; without recursion."""
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(document, 0, ())]
+    while stack:
+        value, depth, steps = stack.pop()
+        if depth > MAX_NESTING:
+            shown = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in steps[:8])
+            return f"${shown}…"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for step, item in items:
+            if isinstance(item, dict | list):
+                stack.append((item, depth + 1, (*steps, step)))
+    return None

@@ -1,80 +1,77 @@
 """Lineage from OpenLineage events, as a Marquez-compatible `POST /api/v1/lineage` receives them
 (parsed JSON), turned into a `LineageBatch` with signal `openlineage`.
 
-Events are checked by hand against the spec; a malformed one raises `EventError` with the JSON path at
-fault. The schemaURL's last segment names the kind (`…#/$defs/JobEvent`, as Marquez reads it), else
-the shape does: `run` → RunEvent, `dataset` → DatasetEvent, `job` alone → JobEvent. A dataset's
-(namespace, name) becomes an asset URN by inverting the emitter's `dataset_name`: a bare namespace is
-the URN's system (`hive` → `hive.table/db.t` normalised as SQL names are, `kafka` → `kafka.topic/…`,
-`jdbc` → `jdbc.table/…`, `web` → `web.endpoint/…`, others → `<namespace>.dataset/…`); `hive://` and
-`kafka://` drop their host, as Tracelake's URNs (and so the SQL and Spark collectors' nodes) have
-none; file systems (`file`, `file://host`, `hdfs://`, `s3://bucket`, `gs://`, `abfss://`, `dbfs://`…)
-give `file.<format>/<path>` as the Spark collector names files, the format from the `storage` facet
-(its Delta or Iceberg layer, else its file format, else `files`); another scheme keeps its authority
-(`postgres://h:5432` + `db.s.t` → `postgres.dataset/h:5432/db.s.t`), and anything else
-(`arn:aws:glue:…`) is `openlineage.dataset/<namespace>/<name>`. A job is the process
-`openlineage.job/<namespace>/<name>`, of kind `jobType.jobType` lower-cased (else `openlineage`),
-with asset edges from every input to every output and field edges from each output's `columnLineage`
-(per-field `transformations`, or the older `transformationType`; the dataset-wide list reaches every
-known field of the output). The store takes a batch that lists a process as an observation of all its
-edges, so a process is listed only by an event that gives edges: a START with the datasets of its
-COMPLETE observes the same version, and an event with none (a heartbeat, a START that does not know
-its outputs yet) leaves the recorded edges alone. A RunEvent gives a Run (START opens it as RUNNING;
-COMPLETE, FAIL, ABORT end it; the parent run is its job id), except an OTHER event or one without
-eventType, which tell nothing of the run's lifecycle. Datasets give their `schema` fields (nested as
-`a.b`), `ownership` and `documentation`. `events_to_batch` merges events, all or nothing, into one
-observation at the latest event time: as the spec's accumulative events mean, a process's edges are
-the union of its events'.
+As liberal as Marquez in what it accepts: an event is refused (`EventError`, with the JSON path at
+fault) only where Marquez refuses it — not an object, no `eventTime` or `producer`, a `job` or
+dataset without namespace and name, `inputs` that are not an array. Where an event breaks the spec
+in a part that can be left out, that part is left out and the rest kept, with a `Problem` naming
+its path: a missing `schemaURL` (the kind is then read from the shape), a `runId` that is no UUID
+(kept under a stable UUID made from it, as Marquez does), an unknown `eventType` (taken as OTHER),
+a malformed facet (the facet dropped; an owner without a name dropped from its ownership).
+
+The schemaURL's last segment names the kind (`…#/$defs/JobEvent`, as Marquez reads it), else the
+shape: `run` → RunEvent, `dataset` → DatasetEvent, `job` alone → JobEvent. A dataset is its
+(namespace, name) as sent, named as every collector names datasets (`tracelake.names`); its
+`storage` facet's layer and file format are properties of the asset, never part of its name. A job
+is the process `names.job_urn(namespace, name)`, of kind `jobType.jobType` lower-cased (else
+`openlineage`), with asset edges from every input to every output and field edges from each
+output's `columnLineage` (per-field `transformations`, or the older `transformationType`; the
+dataset-wide list reaches every known field of the output).
+
+The store takes a batch that lists a process as an observation of all its edges, so a process is
+listed so only by an event that gives edges: a START with the datasets of its COMPLETE observes the
+same version, and an event with none (a heartbeat, a START that does not know its outputs yet)
+leaves the recorded edges alone. Every job is still written as a node (`LineageBatch.described`),
+with the datasets its latest events named kept as its `datasets` property: a job that only writes,
+only reads, or rewrites what it reads is found with its datasets though no edge joins them.
+
+A RunEvent gives a Run (START opens it as RUNNING; COMPLETE, FAIL, ABORT end it; the parent run is
+its job id), except an OTHER event or one without eventType, which tell nothing of the run's
+lifecycle. Datasets give their `schema` fields (nested as `a.b`), `ownership` and `documentation`.
+`events_to_batch` merges events, all or nothing, into one observation at the latest event time: as
+the spec's accumulative events mean, a process's edges are the union of its events'. Each event is
+kept as received in `LineageBatch.events`, for Marquez's read API.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from openlineage.client.event_v2 import RunState
 
-from tracelake.collect.spark_datasets import file_urn
-from tracelake.emit.openlineage import SCHEME_ALIASES
+from tracelake.emit.openlineage import openlineage_run_id
 from tracelake.model import (
     Asset,
     Confidence,
     Field,
     FlowEdge,
     LineageBatch,
+    Problem,
     Process,
     Run,
     Signal,
     Transformation,
-    UrnError,
     as_utc,
-    escape_hash,
-    field_urn,
-    resolve_node,
-    unescape_hash,
 )
+from tracelake.names import asset_urn, field_urn, job_urn
 
-__all__ = ["PROCESS_KIND", "EventError", "event_to_batch", "events_to_batch", "job_urn"]
+__all__ = ["JOB_DATASETS", "EventError", "event_to_batch", "events_to_batch"]
 
-PROCESS_KIND = "openlineage.job"
+# The process property under which a job's datasets (as URNs) are kept, whether or not an edge
+# joins them: {"inputs": […], "outputs": […]} from its latest events that named any.
+JOB_DATASETS = "datasets"
+T = TypeVar("T")
+
 _DEFAULT_PROCESS_KIND = "openlineage"
 _RUN_EVENT, _DATASET_EVENT, _JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
 
-# The kinds of the systems Tracelake's URNs name (`dataset_name` keeps only the system).
-_KINDS = {"hive": "table", "jdbc": "table", "kafka": "topic", "web": "endpoint"}
-# Tracelake names these without a host, so `hive://metastore:9083` is the node the SQL collector made.
-_HOSTLESS = frozenset({"hive", "kafka"})
-# The spec's file-system namespaces (and Hadoop's), after `SCHEME_ALIASES` (s3a → s3).
-_FILE_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "gs", "abfs", "abfss", "wasb", "wasbs", "dbfs"})
-# Storage layers the Spark collector names files by (`file.delta/…`) rather than by their file format.
-_FORMAT_LAYERS = frozenset({"delta", "iceberg"})
-# A namespace usable as a URN system: a URI scheme (or `food_delivery`-style name) with no dot or colon.
-_SYSTEM = re.compile(r"[a-z][a-z0-9_+-]*")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]")
 _MISSING: Any = object()
@@ -93,24 +90,12 @@ class EventError(ValueError):
 
 
 def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
-    """The lineage one RunEvent, DatasetEvent or JobEvent states; raises EventError if malformed."""
+    """The lineage one RunEvent, DatasetEvent or JobEvent states; raises EventError if it cannot be
+    read, and records a problem for each part it had to leave out."""
     builder = _Builder()
     _read_event(_At(event), builder)
     builder.events.append(dict(event))
     return builder.batch()
-
-
-def job_urn(namespace: str, name: str) -> str:
-    """The process URN of an OpenLineage job: `openlineage.job/<namespace>/<name>`."""
-    return escape_hash(f"{PROCESS_KIND}/{namespace}/{name}")
-
-
-def job_of(urn: str) -> tuple[str, str] | None:
-    """The OpenLineage (namespace, name) of a process URN made by `job_urn`; None for others."""
-    if not urn.startswith(PROCESS_KIND + "/"):
-        return None
-    namespace, _, name = urn[len(PROCESS_KIND) + 1 :].partition("/")
-    return unescape_hash(namespace), unescape_hash(name)
 
 
 def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
@@ -118,11 +103,9 @@ def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
     if not isinstance(events, Sequence) or isinstance(events, str | bytes):
         raise EventError("$", f"expected an array of events, got {_json_type(events)}")
     builder = _Builder()
+    root = _At(events)
     for index, event in enumerate(events):
-        try:
-            _read_event(_At(event), builder)
-        except EventError as error:
-            raise EventError(f"$[{index}]{error.path[1:]}", error.reason) from error
+        _read_event(_At(event, root, index), builder)
         builder.events.append(dict(event))
     return builder.batch()
 
@@ -226,13 +209,26 @@ def _facet(holder: _At, name: str) -> _At | None:
     return found
 
 
-def _uuid(at: _At) -> str:
+def _read_facet(builder: _Builder, holder: _At, name: str, read: Callable[[_At], T], default: T) -> T:
+    """What `read` makes of a facet, or `default` when it is absent; a facet that breaks the spec is
+    left out with a problem naming where, as Marquez keeps an event whatever its facets hold."""
+    try:
+        found = _facet(holder, name)
+        return default if found is None else read(found)
+    except EventError as error:
+        builder.warn(error.path, f"{error.reason}; the {name} facet is left out")
+        return default
+
+
+def _run_id(at: _At, builder: _Builder) -> str:
+    """The run's UUID; another id is kept through a stable UUID made from it, as Marquez does."""
     text = at.text()
     try:
         # the canonical lower-case form, so a START and its COMPLETE pair whatever case each used
         return str(uuid.UUID(text))
     except ValueError:
-        raise at.fail(f"not a UUID: {text[:60]!r}") from None
+        builder.warn(at.path, f"not a UUID: {text[:60]!r}; the run is kept under a UUID made from it")
+        return openlineage_run_id(text)
 
 
 # -- the events -----------------------------------------------------------------------------------
@@ -240,22 +236,25 @@ def _uuid(at: _At) -> str:
 
 def _read_event(root_at: _At, builder: _Builder) -> None:
     root = root_at.obj()
-    schema_url = root.member("schemaURL").text()
+    schema_url_at = root.member("schemaURL")
+    schema_url = schema_url_at.optional_text()
+    if schema_url is None:
+        builder.warn(schema_url_at.path, "missing; the kind of event is taken from its shape")
     root.member("producer").text()
-    kind = _event_kind(root, schema_url)
+    kind = _event_kind(root, schema_url or "")
     moment = _event_time(root.member("eventTime"))
     builder.observe(moment)
     if kind == _DATASET_EVENT:
         # a dataset's own facets: a columnLineage here has no job to hang edges on, so is not read
         _Event(builder).dataset(root.member("dataset"))
         return
-    state = _event_type(root.member("eventType")) if kind == _RUN_EVENT else None
+    state = _event_type(root.member("eventType"), builder) if kind == _RUN_EVENT else None
     run = root.member("run").obj() if kind == _RUN_EVENT else None
     job = root.member("job").obj()
     namespace, name = job.member("namespace").text(), job.member("name").text()
     process_urn = job_urn(namespace, name)
-    run_record = _run(run, process_urn, state, moment) if run is not None else None
-    process = _process(job, process_urn, namespace, name)
+    run_record = _run(run, process_urn, state, moment, builder) if run is not None else None
+    process = _process(job, process_urn, name, builder)
 
     event = _Event(builder)
     inputs = [event.dataset(at) for at in root.member("inputs").array()]
@@ -268,10 +267,12 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     ]
     for target, at in outputs:
         edges.extend(event.column_edges(target, at, process_urn))
-    if edges:
-        builder.add_process(process)
-        for edge in edges:
-            builder.add_edge(edge)
+    for edge in edges:
+        builder.add_edge(edge)
+    # the job is known whatever it moved; the datasets it names are kept with it, so a job that
+    # only writes, only reads or rewrites its input is found with them though no edge says so
+    builder.add_process(process, observed=bool(edges))
+    builder.add_job_datasets(process_urn, inputs, [target for target, _ in outputs])
     if run_record is not None:
         builder.add_run(run_record)
 
@@ -300,21 +301,27 @@ def _event_time(at: _At) -> datetime:
     return as_utc(moment)
 
 
-def _event_type(at: _At) -> RunState | None:
-    text = at.optional_text()
-    if text is None:
-        return None
+def _event_type(at: _At, builder: _Builder) -> RunState | None:
     try:
-        return RunState(text)
+        text = at.optional_text()
+        return None if text is None else RunState(text)
+    except EventError as error:
+        builder.warn(error.path, f"{error.reason}; the event says nothing of the run's state")
     except ValueError:
         allowed = ", ".join(state.value for state in RunState)
-        raise at.fail(f"expected one of {allowed}, got {text[:60]!r}") from None
+        builder.warn(at.path, f"expected one of {allowed}, got {str(at.value)[:60]!r}; taken as OTHER")
+    return None
 
 
-def _run(at: _At, process_urn: str, state: RunState | None, moment: datetime) -> Run | None:
-    run_id = _uuid(at.member("runId"))
-    parent = _facet(at, "parent")
-    job_id = _uuid(parent.member("run").obj().member("runId")) if parent is not None else None
+def _run(
+    at: _At, process_urn: str, state: RunState | None, moment: datetime, builder: _Builder
+) -> Run | None:
+    run_id = _run_id(at.member("runId"), builder)
+
+    def parent_run(parent: _At) -> str:
+        return _run_id(parent.member("run").obj().member("runId"), builder)
+
+    job_id = _read_facet(builder, at, "parent", parent_run, None)
     if state is None or state is RunState.OTHER:
         # no lifecycle news: a Run without times would overwrite the end the store has for it
         return None
@@ -325,29 +332,41 @@ def _run(at: _At, process_urn: str, state: RunState | None, moment: datetime) ->
     return Run(run_id, process_urn, ended_at=moment, status=state.value, job_id=job_id)
 
 
-def _process(job: _At, urn: str, namespace: str, name: str) -> Process:
-    job_type = _facet(job, "jobType")
-    kind = job_type.member("jobType").optional_text() if job_type is not None else None
-    owner, owners, description = _about(job)
+def _process(job: _At, urn: str, name: str, builder: _Builder) -> Process:
+    def job_type(facet: _At) -> tuple[str | None, str | None]:
+        return facet.member("jobType").optional_text(), facet.member("processingType").optional_text()
+
+    kind, processing = _read_facet(builder, job, "jobType", job_type, (None, None))
+    owner, owners, description = _about(job, builder)
+    if processing and processing.strip():
+        owners = {**owners, "processing_type": processing.strip().upper()}
     return Process(
         urn,
         name=name,
         kind=kind.strip().lower() if kind and kind.strip() else _DEFAULT_PROCESS_KIND,
         owner=owner,
         description=description,
-        metadata={"openlineage": {"namespace": namespace, "name": name}, **owners},
+        metadata=owners,
     )
 
 
-def _about(holder: _At) -> tuple[str | None, dict[str, Any], str | None]:
+def _about(holder: _At, builder: _Builder) -> tuple[str | None, dict[str, Any], str | None]:
     """(owner, {"owners": […]} when there are several, description) from ownership and documentation."""
-    names: list[str] = []
-    ownership = _facet(holder, "ownership")
-    if ownership is not None:
-        for owner_at in ownership.member("owners").array():
-            names.append(owner_at.obj().member("name").text())
-    documentation = _facet(holder, "documentation")
-    description = documentation.member("description").text() if documentation is not None else None
+
+    def owner_names(facet: _At) -> list[str]:
+        names: list[str] = []
+        for owner_at in facet.member("owners").array():
+            try:
+                names.append(owner_at.obj().member("name").text())
+            except EventError as error:
+                builder.warn(error.path, f"{error.reason}; this owner is left out")
+        return names
+
+    def description_of(facet: _At) -> str | None:
+        return facet.member("description").text()
+
+    names = _read_facet(builder, holder, "ownership", owner_names, [])
+    description = _read_facet(builder, holder, "documentation", description_of, None)
     return (names[0] if names else None), ({"owners": names} if len(names) > 1 else {}), description
 
 
@@ -365,62 +384,51 @@ class _Event:
     def dataset(self, node: _At) -> str:
         at = node.obj()
         namespace, name = at.member("namespace").text(), at.member("name").text()
-        storage = _facet(at, "storage")
-        file_format = None
-        if storage is not None:
-            layer = storage.member("storageLayer").text().strip().lower()
-            fmt = storage.member("fileFormat").optional_text()
-            file_format = layer if layer in _FORMAT_LAYERS else fmt
-        urn = _asset_urn(namespace, name, file_format)
+        urn = asset_urn(namespace, name)
         self.urns.setdefault((namespace, name), urn)
-        owner, owners, description = _about(at)
-        metadata = {"openlineage": {"namespace": namespace, "name": name}, **owners}
+        owner, owners, description = _about(at, self.builder)
+        # how the files are kept is a property of the dataset: a reader without the facet names
+        # the same node
+        storage = _read_facet(self.builder, at, "storage", _storage, {})
+        metadata = {**owners, **storage}
         self.builder.add_asset(Asset(urn, owner=owner, description=description, metadata=metadata))
-        schema = _facet(at, "schema")
-        for path, data_type in _schema_fields(schema.member("fields").array() if schema else [], ""):
+
+        def schema_fields(facet: _At) -> list[tuple[str, str | None]]:
+            return list(_schema_fields(facet.member("fields").array(), ""))
+
+        for path, data_type in _read_facet(self.builder, at, "schema", schema_fields, []):
             self._field(urn, path, data_type)
         return urn
 
     def column_edges(self, asset: str, output: _At, process: str) -> list[FlowEdge]:
-        """Field edges into the output `asset` from its `columnLineage` facet."""
-        facet = _facet(output, "columnLineage")
-        if facet is None:
-            return []
+        """Field edges into the output `asset` from its `columnLineage` facet. The facet is read
+        whole before anything of it is added, so one left out leaves no field behind either."""
+        columns, dataset_wide = _read_facet(self.builder, output, "columnLineage", _column_lineage, ([], []))
         edges: list[FlowEdge] = []
 
         def add(source: str, target: str, kinds: _Kinds) -> None:
             high = Confidence.HIGH
             edges.extend(FlowEdge(source, target, process, Signal.OPENLINEAGE, high, k, d) for k, d in kinds)
 
-        for out_name, column_at in facet.member("fields").obj().members():
-            column = column_at.obj()
-            if not out_name.strip():
-                raise column.fail("an output field needs a name")
+        for out_name, inputs in columns:
             target = self._field(asset, out_name, None)
-            # the older form: one kind and description for all of an output field's inputs
-            old_kind = column.member("transformationType").optional_text()
-            old_description = column.member("transformationDescription").optional_text()
-            for input_at in column.member("inputFields").array(required=True):
-                source = self._input_field(input_at)
-                add(source, target, _transformations(input_at, old_kind, old_description))
+            for source_field, kinds in inputs:
+                add(self._input_field(source_field), target, kinds)
         # the dataset-wide list (filters, joins, sorts…) influences every field of the output
         targets = list(self.fields.get(asset, ()))
-        for input_at in facet.member("dataset").array():
-            source, kinds = self._input_field(input_at), _transformations(input_at, None, None)
+        for source_field, kinds in dataset_wide:
+            source = self._input_field(source_field)
             for target in targets:
                 add(source, target, kinds)
         return edges
 
-    def _input_field(self, node: _At) -> str:
-        at = node.obj()
-        namespace, name = at.member("namespace").text(), at.member("name").text()
-        path = at.member("field").text()
+    def _input_field(self, source: tuple[str, str, str]) -> str:
+        namespace, name, path = source
         asset = self.urns.get((namespace, name))
         if asset is None:
-            # a dataset the event lists nowhere else: named without its facets (so no file format)
-            asset = self.urns[(namespace, name)] = _asset_urn(namespace, name, None)
-            metadata = {"openlineage": {"namespace": namespace, "name": name}}
-            self.builder.add_asset(Asset(asset, metadata=metadata))
+            # a dataset the event lists nowhere else
+            asset = self.urns[(namespace, name)] = asset_urn(namespace, name)
+            self.builder.add_asset(Asset(asset))
         return self._field(asset, path, None)
 
     def _field(self, asset: str, path: str, data_type: str | None) -> str:
@@ -428,6 +436,45 @@ class _Event:
         self.fields.setdefault(asset, {})[urn] = None
         self.builder.add_field(Field(urn, data_type))
         return urn
+
+
+# An input field (namespace, dataset name, field) and how it feeds its output field.
+_InputField = tuple[tuple[str, str, str], _Kinds]
+
+
+def _column_lineage(facet: _At) -> tuple[list[tuple[str, list[_InputField]]], list[_InputField]]:
+    """A columnLineage facet read: each output field with its inputs, and the dataset-wide inputs."""
+    columns: list[tuple[str, list[_InputField]]] = []
+    for out_name, column_at in facet.member("fields").obj().members():
+        column = column_at.obj()
+        if not out_name.strip():
+            raise column.fail("an output field needs a name")
+        # the older form: one kind and description for all of an output field's inputs
+        old_kind = column.member("transformationType").optional_text()
+        old_description = column.member("transformationDescription").optional_text()
+        inputs = [
+            (_field_ref(input_at), _transformations(input_at, old_kind, old_description))
+            for input_at in column.member("inputFields").array(required=True)
+        ]
+        columns.append((out_name, inputs))
+    dataset_wide = [
+        (_field_ref(input_at), _transformations(input_at, None, None))
+        for input_at in facet.member("dataset").array()
+    ]
+    return columns, dataset_wide
+
+
+def _field_ref(node: _At) -> tuple[str, str, str]:
+    at = node.obj()
+    return at.member("namespace").text(), at.member("name").text(), at.member("field").text()
+
+
+def _storage(facet: _At) -> dict[str, str]:
+    found = {"storage_layer": facet.member("storageLayer").text().strip().lower()}
+    file_format = facet.member("fileFormat").optional_text()
+    if file_format and file_format.strip():
+        found["format"] = file_format.strip().lower()
+    return found
 
 
 def _schema_fields(items: list[_At], prefix: str) -> Iterator[tuple[str, str | None]]:
@@ -470,30 +517,6 @@ def _transformations(input_at: _At, old_kind: str | None, old_description: str |
     return found
 
 
-def _asset_urn(namespace: str, name: str, file_format: str | None) -> str:
-    """The asset URN of an OpenLineage dataset, the inverse of the emitter's `dataset_name`."""
-    scheme, separator, authority = namespace.strip().partition("://")
-    scheme = SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
-    authority = authority.rstrip("/")
-    if not _SYSTEM.fullmatch(scheme):
-        return escape_hash(f"openlineage.dataset/{namespace}/{name}")
-    if scheme == "file":
-        # `file://host` is a remote file system; Tracelake's file URNs carry no host
-        return escape_hash(file_urn(file_format or "", name))
-    if separator and scheme in _FILE_SCHEMES:
-        # object stores' names are keys without a leading slash; other file systems' are paths
-        return escape_hash(file_urn(file_format or "", f"{scheme}://{authority}/{name.lstrip('/')}"))
-    if scheme == "hive" and "/" not in name and "#" not in name:
-        try:
-            return resolve_node(name)
-        except UrnError:
-            pass  # more parts than catalog.db.table: kept as given below
-    if separator and authority and scheme not in _HOSTLESS:
-        # two servers' `db.schema.table` are two datasets
-        name = f"{authority}/{name}"
-    return escape_hash(f"{scheme}.{_KINDS.get(scheme, 'dataset')}/{name}")
-
-
 # -- one batch out of many records ----------------------------------------------------------------
 
 
@@ -504,8 +527,11 @@ class _Builder:
     assets: dict[str, Asset] = field(default_factory=dict)
     fields: dict[str, Field] = field(default_factory=dict)
     processes: dict[str, Process] = field(default_factory=dict)
+    observed: set[str] = field(default_factory=set)  # processes whose edges the batch observes
+    job_datasets: dict[str, tuple[dict[str, None], dict[str, None]]] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)
     edges: dict[tuple[str, str, str, str, str], FlowEdge] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     observed_at: datetime | None = None
 
@@ -513,6 +539,10 @@ class _Builder:
         # the union of the events' edges is known true only once the latest of them happened
         if self.observed_at is None or moment > self.observed_at:
             self.observed_at = moment
+
+    def warn(self, path: str, reason: str) -> None:
+        """A part of an event left out: recorded (where and why, never its values), the rest kept."""
+        self.problems.append(Problem("openlineage", reason, path))
 
     def add_asset(self, asset: Asset) -> None:
         old = self.assets.get(asset.urn)
@@ -530,8 +560,17 @@ class _Builder:
         if old is None or (fld.data_type is not None and old.data_type is None):
             self.fields[fld.urn] = fld
 
-    def add_process(self, process: Process) -> None:
+    def add_process(self, process: Process, *, observed: bool) -> None:
         self.processes.setdefault(process.urn, process)
+        if observed:
+            self.observed.add(process.urn)
+
+    def add_job_datasets(self, process: str, inputs: list[str], outputs: list[str]) -> None:
+        if not inputs and not outputs:
+            return  # a heartbeat, or a START that does not know its datasets yet: nothing new
+        reads, writes = self.job_datasets.setdefault(process, ({}, {}))
+        reads.update(dict.fromkeys(inputs))
+        writes.update(dict.fromkeys(outputs))
 
     def add_edge(self, edge: FlowEdge) -> None:
         self.edges.setdefault(edge.key, edge)
@@ -553,12 +592,22 @@ class _Builder:
         self.runs[run.run_id] = run
 
     def batch(self) -> LineageBatch:
+        processes = []
+        for urn, process in self.processes.items():
+            datasets = self.job_datasets.get(urn)
+            if datasets is not None:
+                inputs, outputs = (sorted(d) for d in datasets)
+                metadata = {**process.metadata, JOB_DATASETS: {"inputs": inputs, "outputs": outputs}}
+                process = dataclasses.replace(process, metadata=metadata)
+            processes.append(process)
         return LineageBatch(
             assets=list(self.assets.values()),
             fields=list(self.fields.values()),
-            processes=list(self.processes.values()),
+            processes=[p for p in processes if p.urn in self.observed],
+            described=[p for p in processes if p.urn not in self.observed],
             runs=list(self.runs.values()),
             edges=list(self.edges.values()),
+            problems=self.problems,
             events=self.events,
             observed_at=self.observed_at,
         )

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from tracelake.model import DEFAULT_CATALOGS, DEFAULT_DATABASE, UrnError, parse_urn, resolve_node
+from tracelake.model import UrnError, parse_urn
+from tracelake.names import DEFAULT_CATALOGS, DEFAULT_DATABASE, resolve_node
 
 # sqlglot needs a type per column; it only reads it for dialects that annotate types, and
 # an unparseable type would abort qualification there, so unknown types stay neutral.

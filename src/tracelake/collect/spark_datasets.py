@@ -1,7 +1,8 @@
 """What a Spark relation or write command stands for as a Tracelake asset, and its URN.
 
-Files are `file.<format>/<absolute path>` (the `file:` scheme dropped, other schemes kept, and
-Hive-style partition directories `…/ds=2024-03-10` collapsed into the dataset they belong to);
+Files are named by their location (`names.location_urn`: `file.dataset/<absolute path>`, the
+`file:` scheme dropped, other schemes kept, Hive-style partition directories `…/ds=2024-03-10`
+collapsed into the dataset they belong to), their format a property;
 catalog tables are `hive.table/<db>.<table>` through `table_urn`; JDBC tables are
 `jdbc.table/<url>/<table>` with the URL cut down to scheme, host and database, so that no
 user, password or driver property ever lands in a URN. In-memory sources (`createDataFrame`,
@@ -17,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracelake.collect.spark_plan import PlanNode
-from tracelake.model import split_qualified_name, table_urn
+from tracelake.names import location_urn, split_qualified_name, table_urn
 
 # Leaves that hold data living only in the driver or the job: no asset, no lineage beyond them.
 IN_MEMORY_LEAVES = frozenset({"LogicalRDD", "LocalRelation", "Range", "ExternalRDD", "LocalTableScan"})
-_PARTITION_DIR = re.compile(r"[^/=]+=[^/]*")
 _TYPE_NAMES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}
 
 
@@ -46,22 +46,6 @@ class WriteTarget:
 
 
 # -- names --------------------------------------------------------------------------------
-
-
-def dataset_path(uri: str) -> str:
-    """`file:/data/x/` → `/data/x`; other schemes stay; trailing `k=v` partition dirs go."""
-    path = uri.strip()
-    if path.startswith("file:"):
-        path = "/" + path[len("file:") :].lstrip("/")
-    path = path.rstrip("/") or "/"
-    parts = path.split("/")
-    while len(parts) > 2 and _PARTITION_DIR.fullmatch(parts[-1]):
-        parts.pop()
-    return "/".join(parts)
-
-
-def file_urn(file_format: str, path: str) -> str:
-    return f"file.{file_format.strip().lower() or 'files'}/{dataset_path(path)}"
 
 
 def jdbc_url(url: str) -> str:
@@ -169,7 +153,7 @@ def _relation_datasets(details: dict[str, str], columns: list[tuple[str, str | N
     kind = details.get("type")
     if kind == "files":
         file_format = details.get("format", "files")
-        roots = dict.fromkeys(file_urn(file_format, p) for p in details.get("paths", "").split("\n") if p)
+        roots = dict.fromkeys(location_urn(p) for p in details.get("paths", "").split("\n") if p)
         return [Dataset(urn, "files", {"format": file_format.lower()}, columns) for urn in roots]
     if kind == "jdbc" and details.get("url"):
         urn = jdbc_urn(details["url"], details.get("table", ""))
@@ -258,7 +242,7 @@ def _target_dataset(root: PlanNode, details: dict[str, str]) -> Dataset | None:
         if "path" not in details:
             return None
         metadata.setdefault("format", "files")
-        return Dataset(file_urn(metadata["format"], details["path"]), "files", metadata)
+        return Dataset(location_urn(details["path"]), "files", metadata)
     if cls == "SaveIntoDataSourceCommand":
         dataset = _datasource_target(details)
         if dataset is not None:
@@ -307,5 +291,5 @@ def _datasource_target(details: dict[str, str]) -> Dataset | None:
         return Dataset(jdbc_urn(url, details["dbtable"]), "jdbc", {"url": jdbc_url(url)})
     if details.get("path"):
         file_format = details.get("format") or provider.rsplit(".", 1)[-1]
-        return Dataset(file_urn(file_format, details["path"]), "files", {"format": file_format.lower()})
+        return Dataset(location_urn(details["path"]), "files", {"format": file_format.lower()})
     return None

@@ -27,7 +27,6 @@ from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt
 from tracelake.collect.sql_statements import RunState
 from tracelake.model import (
     DECLARED_COLUMNS,
-    DEFAULT_DATABASE,
     Asset,
     Field,
     FlowEdge,
@@ -40,6 +39,7 @@ from tracelake.model import (
     fingerprint,
     utcnow,
 )
+from tracelake.names import DEFAULT_DATABASE
 
 QUERY_LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log"})
 # Engine names seen in query logs that are not sqlglot dialect names themselves.

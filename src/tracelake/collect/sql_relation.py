@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tracelake.model import Confidence, Transformation, field_urn
+from tracelake.model import Confidence, Transformation
+from tracelake.names import field_urn
 
 T = Transformation
 Deps = dict[tuple[str, Transformation], Confidence]

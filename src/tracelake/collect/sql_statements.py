@@ -31,14 +31,8 @@ from tracelake.collect.sql_targets import (
     output_columns,
     partition_spec,
 )
-from tracelake.model import (
-    DECLARED_COLUMNS,
-    DEFAULT_CATALOGS,
-    Confidence,
-    Transformation,
-    field_urn,
-    table_urn,
-)
+from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
+from tracelake.names import DEFAULT_CATALOGS, field_urn, table_urn
 
 _GLOBAL_TEMP_DB = "global_temp"
 # Where `_resolve_tables` leaves, on each table node, what the name stands for.

@@ -13,6 +13,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from tracelake.collect.sql_relation import Deps, Relation
 from tracelake.model import Confidence
+from tracelake.names import location_urn
 
 # Spark's `format.`/path`` names a table by its files: it becomes a `file.<format>/<path>` node.
 FILE_FORMATS = frozenset(
@@ -24,15 +25,14 @@ def file_urn(node: exp.Table) -> str | None:
     db = node.text("db").lower()
     path = node.name
     if db in FILE_FORMATS and ("/" in path or ":" in path):
-        return f"file.{db}/{path}"
+        return location_urn(path)
     return None
 
 
 def file_location(properties: exp.Expr | None) -> str | None:
-    """`USING parquet OPTIONS (path '/data/x')` / `LOCATION '/data/x'` → `file.parquet//data/x`."""
+    """`USING parquet OPTIONS (path '/data/x')` / `LOCATION '/data/x'` → `file.dataset//data/x`."""
     if properties is None:
         return None
-    file_format = properties.find(exp.FileFormatProperty)
     path: str | None = None
     for option in properties.find_all(exp.Property):
         if option.name.lower() == "path" and isinstance(option.args.get("value"), exp.Literal):
@@ -42,8 +42,7 @@ def file_location(properties: exp.Expr | None) -> str | None:
         path = location.this.name
     if path is None:
         return None
-    kind = file_format.name.lower() if file_format is not None and file_format.name else "files"
-    return f"file.{kind}/{path}"
+    return location_urn(path)
 
 
 def column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, RunEvent, RunState
@@ -52,13 +51,13 @@ from openlineage.client.transport.http import (
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
 from tracelake import __version__
-from tracelake.model import FlowEdge, LineageBatch, Process, Run, UrnError, as_utc, unescape_hash, utcnow
+from tracelake.model import FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
+from tracelake.names import dataset_of
 
 __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PRODUCER",
     "OpenLineageEmitter",
-    "dataset_name",
     "openlineage_run_id",
     "run_event",
 ]
@@ -88,37 +87,6 @@ def openlineage_run_id(run_id: str) -> str:
         return str(uuid.UUID(run_id))
     except ValueError:
         return str(uuid.uuid5(_RUN_ID_NAMESPACE, run_id))
-
-
-def dataset_name(urn: str) -> tuple[str, str]:
-    """(namespace, name) of an asset (or a field's asset), after OpenLineage's naming spec.
-
-    The URN carries no host, so tables land in a namespace named after their system
-    (`hive.table/db.tbl` → ("hive", "db.tbl")). Files follow the spec's file-system rules:
-    `file.parquet//data/events` → ("file", "/data/events"), `file.orc/s3a://bkt/k` → ("s3://bkt", "k").
-    """
-    asset = urn.partition("#")[0].strip()
-    head, slash, name = asset.partition("/")
-    system = head.partition(".")[0]
-    if not slash or not name or not system:
-        raise UrnError(f"{urn!r} is not an asset URN of the form <system>.<kind>/<name>")
-    name = unescape_hash(name)  # a `#` in a dataset's name, escaped when it was collected
-    if system == "file":
-        return _file_dataset(name)
-    return system, name
-
-
-def _file_dataset(path: str) -> tuple[str, str]:
-    if "://" not in path and not path.startswith("file:"):
-        return "file", path
-    parts = urlsplit(path)
-    scheme = parts.scheme.lower()
-    if scheme == "file":
-        return "file", parts.path
-    scheme = SCHEME_ALIASES.get(scheme, scheme)
-    if scheme in _OBJECT_STORES:
-        return f"{scheme}://{parts.netloc}", parts.path.lstrip("/")
-    return f"{scheme}://{parts.netloc}", parts.path
 
 
 def _split_field(urn: str) -> tuple[str, str]:
@@ -170,7 +138,7 @@ class _DatasetView:
     fields: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.namespace, self.name = dataset_name(self.urn)
+        self.namespace, self.name = dataset_of(self.urn)
 
     def add_field(self, path: str, data_type: str | None) -> None:
         if data_type is not None or path not in self.fields:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelake.model import Confidence, Signal, Transformation, UrnError, resolve_node
+from tracelake.model import Confidence, Signal, Transformation, UrnError
+from tracelake.names import resolve_node
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import NODE_TYPES, OPEN_END, GraphSnapshot
 

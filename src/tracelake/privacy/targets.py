@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelake.collect.spark_datasets import file_urn
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import lineage
-from tracelake.model import Asset, Confidence, Field, LineageBatch, field_urn, parse_urn
+from tracelake.model import Asset, Confidence, Field, LineageBatch, parse_urn
+from tracelake.names import field_urn, location_urn
 from tracelake.store import LineageStore
 
 IDENTITY_LABEL = "identity."
@@ -45,10 +45,10 @@ def declare(
     if not identity:
         raise ValueError("name at least one identity column")
     root = Path(path).absolute()
-    asset = file_urn(file_format, str(root))
+    asset = location_urn(str(root))
     store.ingest(
         LineageBatch(
-            assets=[Asset(asset)],
+            assets=[Asset(asset, metadata={"format": file_format.lower()})],
             fields=[
                 Field(field_urn(asset, column), labels=frozenset({f"{IDENTITY_LABEL}{column}"}))
                 for column in identity

@@ -11,6 +11,7 @@ PostgreSQL through psycopg 3.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -293,6 +294,8 @@ class LineageStore:
         assets: dict[str, Asset] = {}
         fields: dict[str, Field] = {}
         processes: dict[str, Process] = {}
+        # processes only named by an edge or a run: a node, but nothing said of them to write
+        unnamed: dict[str, Process] = {}
         for batch in batches:
             for asset in batch.assets:
                 assets[asset.urn] = _merge_asset(assets.get(asset.urn), asset)
@@ -300,6 +303,8 @@ class LineageStore:
                 fields[fld.urn] = fld
             for process in batch.processes:
                 processes[process.urn] = process
+            for process in batch.described:
+                processes.setdefault(process.urn, process)
             # `in` tests rather than setdefault: building a default record per edge end (only to
             # throw it away) cost as much as the rest of this loop.
             for edge in batch.edges:
@@ -309,10 +314,11 @@ class LineageStore:
                             fields[urn] = Field(urn)
                     elif urn not in assets:
                         assets[urn] = Asset(urn)
-                if edge.process not in processes:
-                    processes[edge.process] = Process(edge.process, name=edge.process, kind="unknown")
+                if edge.process not in processes and edge.process not in unnamed:
+                    unnamed[edge.process] = Process(edge.process, name=edge.process, kind="unknown")
             for run in batch.runs:
-                processes.setdefault(run.process, Process(run.process, name=run.process, kind="unknown"))
+                if run.process not in processes and run.process not in unnamed:
+                    unnamed[run.process] = Process(run.process, name=run.process, kind="unknown")
         # Each field URN is parsed once (it was three times): parsing dominated column-heavy re-ingests.
         field_assets = {urn: parse_urn(urn) for urn in fields}
         for parsed in field_assets.values():
@@ -321,15 +327,21 @@ class LineageStore:
                 assets[asset_urn] = Asset(asset_urn)
 
         rows = [(urn, "asset", parse_urn(urn).asset_kind, None, now_us, now_us) for urn in assets]
-        rows += [(urn, "process", process.kind, None, now_us, now_us) for urn, process in processes.items()]
+        unnamed = {urn: process for urn, process in unnamed.items() if urn not in processes}
+        rows += [
+            (urn, "process", process.kind, None, now_us, now_us)
+            for urn, process in itertools.chain(processes.items(), unnamed.items())
+        ]
         self._insert_missing(conn, rows)
         ids = self._ids
         self._insert_missing(
             conn,
             [(urn, "field", p.asset_kind, ids[p.asset], now_us, now_us) for urn, p in field_assets.items()],
         )
-        report.nodes = len(assets) + len(fields) + len(processes)
+        report.nodes = len(assets) + len(fields) + len(processes) + len(unnamed)
         self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
+        for chunk in _chunks([ids[urn] for urn in unnamed]):
+            conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
         return self._ids
 
     def _insert_missing(self, conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -769,6 +781,16 @@ class LineageStore:
                 if matching:
                     found[urn] = matching
         return found
+
+    def property_of(self, key: str, *, urn_prefix: str) -> dict[str, Any]:
+        """The property `key` of every node whose URN starts with `urn_prefix`, by URN."""
+        pattern = urn_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        query = sa.select(s.nodes.c.urn, s.nodes.c.properties).where(
+            s.nodes.c.urn.like(pattern, escape="\\"), s.nodes.c.properties.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {urn: properties[key] for urn, properties in rows if properties and key in properties}
 
     def find_urns(self, suffix: str, *, node_type: str | None = None, limit: int = 20) -> list[str]:
         """URNs that end with `suffix` (how a plain name typed by a user is matched)."""
