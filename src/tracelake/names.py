@@ -59,6 +59,7 @@ __all__ = [
     "split_qualified_name",
     "table_name",
     "table_urn",
+    "uri_urn",
 ]
 
 DEFAULT_SYSTEM = "hive"
@@ -287,6 +288,18 @@ def _dataset_of(asset: str) -> tuple[str, str]:
     if system == "hive" and kind == "table":
         return hive_namespace() or "hive", name
     return (system if kind == _kind(system) else head), name
+
+
+def uri_urn(uri: str) -> str:
+    """The asset URN of a dataset written as one URI, the spec's `namespace/name`
+    (`postgres://db:5432/shop.public.orders`, `s3://lake/raw/events`, `kafka://broker:9092/topic`)."""
+    match = _URI.fullmatch(uri.strip())
+    if match is None:
+        raise UrnError(f"{uri!r} is not a URI of the form scheme://authority/name")
+    scheme = SCHEME_ALIASES.get(match.group(1).lower(), match.group(1).lower())
+    if scheme in FILE_SCHEMES:
+        return location_urn(uri)
+    return asset_urn(f"{scheme}://{match.group(2)}", match.group(3).removeprefix("/"))
 
 
 def location_urn(location: str) -> str:

@@ -58,6 +58,21 @@ def test_a_declared_shape_finds_inputs_and_outputs_where_the_default_would_not(t
     }
 
 
+def test_a_configs_datasets_are_named_as_every_collector_names_them(tmp_path: Path) -> None:
+    (tmp_path / "train.yaml").write_text(
+        "name: churn\n"
+        "inputs: [Crm.`Customers`, 's3a://Lake/features/ds=2024-01-01/', 'postgres://db:5432/crm.public.orders']\n"
+        "model: churn_model\n"
+    )
+    # the SQL collector's node for the table, the Spark tracker's for the files, the spec's for
+    # the Postgres table
+    assert {source for source, _, _ in flows([tmp_path / "train.yaml"])} == {
+        "hive.table/crm.customers",
+        "file.dataset/s3://Lake/features",
+        "postgres.table//db:5432/crm.public.orders",
+    }
+
+
 def test_bad_configs_are_reported_and_the_rest_collected(tmp_path: Path) -> None:
     (tmp_path / "good.yaml").write_text("name: ok\ninputs: [db.a]\nmodel: m\n")
     (tmp_path / "broken.yaml").write_text("name: [unclosed\n")

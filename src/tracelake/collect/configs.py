@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from tracelake.model import Confidence, FlowEdge, LineageBatch, Problem, Process, Signal
+from tracelake.model import Confidence, FlowEdge, LineageBatch, Problem, Process, Signal, UrnError
+from tracelake.names import resolve_node, uri_urn
 
 ASSET_SCHEME = "asset://"
 SUFFIXES = {".yml", ".yaml", ".json"}
@@ -189,10 +190,16 @@ def _urn(value: Any, kind: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
-    if text.startswith(ASSET_SCHEME):
-        return text[len(ASSET_SCHEME) :]
-    head, _, rest = text.partition("/")
-    return text if rest and "." in head else f"{kind}/{text}"
+    try:
+        if text.startswith(ASSET_SCHEME):
+            return resolve_node(text[len(ASSET_SCHEME) :])
+        if "://" in text:
+            return uri_urn(text)  # `s3://lake/features`, `postgres://db:5432/shop.public.orders`
+        head, _, rest = text.partition("/")
+        # a URN as is, else a name of the key's kind; named as every collector names them
+        return resolve_node(text if rest and "." in head else f"{kind}/{text}")
+    except UrnError:
+        return None
 
 
 def _first_line(error: BaseException) -> str:
