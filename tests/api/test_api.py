@@ -330,11 +330,28 @@ def test_a_job_is_found_whatever_datasets_it_names(
     graph = {node["id"]: node for node in get(url, "/api/v1/lineage", nodeId="job:airflow:odd.job")["graph"]}
     job = graph["job:airflow:odd.job"]
     assert job["data"]["inputs"] == inputs and job["data"]["outputs"] == outputs
+    as_a_job = get(url, "/api/v1/namespaces/airflow/jobs/odd.job")
+    assert (as_a_job["inputs"], as_a_job["outputs"]) == (inputs, outputs)
     for dataset in [*inputs, *outputs]:
         dataset_id = f"dataset:{dataset['namespace']}:{dataset['name']}"
         assert dataset_id in graph
         around = get(url, "/api/v1/lineage", nodeId=dataset_id)["graph"]
         assert "job:airflow:odd.job" in {node["id"] for node in around}
+
+
+def test_a_streaming_job_is_streaming_in_marquez_shapes(url: str) -> None:
+    event = run_event("stream.job")
+    event["job"]["facets"] = {
+        "jobType": {"processingType": "streaming", "integration": "FLINK", "jobType": "JOB"}
+    }
+    assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).status_code == 201
+
+    graph = get(url, "/api/v1/lineage", nodeId="job:airflow:stream.job", depth=1)["graph"]
+    by_id = {node["id"]: node for node in graph}
+    assert by_id["job:airflow:stream.job"]["data"]["type"] == "STREAMING"
+    assert by_id["dataset:kafka://broker:9092:stream.job_topic"]["data"]["type"] == "STREAM"
+    assert by_id["dataset:hive:ads.user_segments"]["data"]["type"] == "DB_TABLE"
+    assert get(url, "/api/v1/namespaces/airflow/jobs/stream.job")["type"] == "STREAMING"
 
 
 def test_one_input_field_with_two_transformations_is_one_input(url: str) -> None:

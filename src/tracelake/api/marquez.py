@@ -29,7 +29,9 @@ from tracelake.graph.index import UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
 from tracelake.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
 from tracelake.service import Tracelake, TraversalFilters
+from tracelake.store import LineageStore
 from tracelake.store.group_commit import Writer
+from tracelake.store.sqlstore import NodeRecord
 from tracelake.views import EdgeView, NodeView
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
@@ -81,13 +83,13 @@ def get_lineage(
         inputs, outputs = jobs.get(job, ((), ()))
         starts = sorted({urn for urn in ends if "#" not in urn} | set(inputs) | set(outputs))
         if not starts:
-            return {"graph": [_job_node(job, [], [])]}
+            return {"graph": [_job_node(job, [], [], service.store.node(job))]}
     elif kind == "dataset":
         starts = [_dataset_urn(service, parts, fields=0)]
     else:
         raise RequestError("nodeId must name a dataset or a job (dataset:<ns>:<name>)", "nodeId")
     view = service.lineage(starts, "both", TraversalFilters(depth=depth))
-    return {"graph": _dataset_job_graph(view.nodes, view.edges, jobs)}
+    return {"graph": _dataset_job_graph(service.store, view.nodes, view.edges, jobs)}
 
 
 @router.get("/column-lineage", dependencies=[READ])
@@ -183,7 +185,7 @@ def _field_id(urn: str) -> str:
 # ---------------------------------------------------------------- graphs in Marquez's shape
 
 
-def _job_datasets(service: Tracelake) -> dict[str, tuple[list[str], list[str]]]:
+def _job_datasets(service: Tracelake) -> dict[str, tuple[set[str], set[str]]]:
     """Each OpenLineage job's datasets (inputs, outputs) as its latest events named them: a job
     that only writes, only reads, or rewrites what it reads has them though no edge joins them.
     Kept until the graph changes."""
@@ -192,20 +194,40 @@ def _job_datasets(service: Tracelake) -> dict[str, tuple[list[str], list[str]]]:
     if _jobs_cache is not None and _jobs_cache[0] is index:
         return _jobs_cache[1]
     found = service.store.property_of(JOB_DATASETS, urn_prefix=f"{JOB_KIND}/")
-    jobs = {
-        job: (list(datasets.get("inputs", [])), list(datasets.get("outputs", [])))
-        for job, datasets in found.items()
-        if isinstance(datasets, dict)
-    }
+    jobs = {job: named_datasets({JOB_DATASETS: datasets}) for job, datasets in found.items()}
     _jobs_cache = (index, jobs)
     return jobs
 
 
-_jobs_cache: tuple[object, dict[str, tuple[list[str], list[str]]]] | None = None
+def named_datasets(properties: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The (inputs, outputs) a job's events named, from its properties (see `JOB_DATASETS`)."""
+    datasets = properties.get(JOB_DATASETS)
+    if not isinstance(datasets, dict):
+        return set(), set()
+    return set(datasets.get("inputs") or ()), set(datasets.get("outputs") or ())
+
+
+def job_type(kind: str, properties: dict[str, Any]) -> str:
+    """Marquez's job type: the jobType facet's processingType, else STREAMING for a streaming kind."""
+    processing = properties.get("processing_type")
+    if processing in ("BATCH", "STREAMING"):
+        return str(processing)
+    return "STREAMING" if "stream" in kind.lower() else "BATCH"
+
+
+def dataset_type(urn: str) -> str:
+    """Marquez's dataset types: a stream's topic is a STREAM, anything else a DB_TABLE."""
+    return "STREAM" if parse_urn(urn).kind == "topic" else "DB_TABLE"
+
+
+_jobs_cache: tuple[object, dict[str, tuple[set[str], set[str]]]] | None = None
 
 
 def _dataset_job_graph(
-    nodes: list[NodeView], edges: list[EdgeView], jobs: dict[str, tuple[list[str], list[str]]]
+    store: LineageStore,
+    nodes: list[NodeView],
+    edges: list[EdgeView],
+    jobs: dict[str, tuple[set[str], set[str]]],
 ) -> list[dict[str, Any]]:
     datasets = {n.id: n for n in nodes if n.kind == "asset"}
     inputs: dict[str, set[str]] = defaultdict(set)  # job → datasets it reads
@@ -231,7 +253,7 @@ def _dataset_job_graph(
                 "type": "DATASET",
                 "data": {
                     "id": {"namespace": namespace, "name": name},
-                    "type": _dataset_type(urn),
+                    "type": dataset_type(urn),
                     "name": name,
                     "physicalName": name,
                     "namespace": namespace,
@@ -246,24 +268,20 @@ def _dataset_job_graph(
                 "outEdges": [{"origin": _dataset_id(urn), "destination": _job_id(j)} for j in read_by],
             }
         )
+    processes = store.nodes(set(inputs) | set(outputs))
     for job in sorted(set(inputs) | set(outputs)):
-        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job])))
+        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job]), processes.get(job)))
     return graph
 
 
-def _dataset_type(urn: str) -> str:
-    """Marquez's dataset types: a stream's topic is a STREAM, anything else a DB_TABLE."""
-    return "STREAM" if parse_urn(urn).kind == "topic" else "DB_TABLE"
-
-
-def _job_node(job: str, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+def _job_node(job: str, inputs: list[str], outputs: list[str], record: NodeRecord | None) -> dict[str, Any]:
     namespace, name = _job_name(job)
     return {
         "id": _job_id(job),
         "type": "JOB",
         "data": {
             "id": {"namespace": namespace, "name": name},
-            "type": "BATCH",
+            "type": job_type(record.kind, record.properties) if record else "BATCH",
             "name": name,
             "simpleName": name,
             "namespace": namespace,

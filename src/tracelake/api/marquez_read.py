@@ -35,7 +35,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from tracelake.api.app import READ, RequestError, get_service
-from tracelake.api.marquez import _dataset_id, _job_id, _job_name
+from tracelake.api.marquez import _dataset_id, _job_id, _job_name, dataset_type, job_type, named_datasets
 from tracelake.graph.index import UnknownNodeError
 from tracelake.model import as_utc
 from tracelake.names import DatasetName, asset_urn, dataset_of
@@ -77,7 +77,6 @@ _ANONYMOUS = "anonymous"
 _LATEST_RUNS = 10  # how many a job lists under latestRuns, as Marquez does
 _STATES = {"COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED", "START": "RUNNING"}
 _MARQUEZ_STATES = frozenset({"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"})
-_STREAM_SCHEMES = frozenset({"kafka"})
 # Version ids are UUIDs made from what the version is, so they are stable across requests.
 _VERSIONS = uuid.uuid5(uuid.NAMESPACE_URL, "https://tracelake.dev/marquez/versions")
 
@@ -445,7 +444,7 @@ class _Catalog:
         return _present(
             {
                 "id": {"namespace": named.namespace, "name": named.name},
-                "type": _dataset_type(named),
+                "type": dataset_type(urn),
                 "name": named.name,
                 "physicalName": named.name,
                 "createdAt": _iso(record.first_seen),
@@ -556,20 +555,22 @@ class _Catalog:
             e for e in self.store.edges(process=urn) if e.source in self.assets and e.target in self.assets
         ]
         facets = stored.job_facets(self.store, namespace, name)  # none but OpenLineage jobs have any
+        # what its events named, though no edge joins them (a job that only writes…)
+        reads, writes = (set(d) & self.assets.keys() for d in named_datasets(record.properties))
         current = next((v for v in self.versions_of(urn) if v.valid_to is None), None)
         runs = self.runs_of(urn)
         location = facets.get("sourceCodeLocation")
         return _present(
             {
                 "id": {"namespace": namespace, "name": name},
-                "type": _job_type(record, facets),
+                "type": job_type(record.kind, record.properties),
                 "name": name,
                 "simpleName": name,
                 "createdAt": _iso(record.first_seen),
                 "updatedAt": _iso(record.last_seen),
                 "namespace": namespace,
-                "inputs": [self._dataset_id(u) for u in sorted({e.source for e in flows})],
-                "outputs": [self._dataset_id(u) for u in sorted({e.target for e in flows})],
+                "inputs": [self._dataset_id(u) for u in sorted({e.source for e in flows} | reads)],
+                "outputs": [self._dataset_id(u) for u in sorted({e.target for e in flows} | writes)],
                 "location": location.get("url") if isinstance(location, dict) else None,
                 "description": record.description,
                 "latestRun": self.run(runs[0]) if runs else None,
@@ -665,19 +666,6 @@ def _state(run: RunRecord) -> str:
         return _STATES[status]
     # no lifecycle news (a run seen in a query log): ended is done; otherwise nothing is known yet
     return "COMPLETED" if run.ended_at is not None else "NEW"
-
-
-def _dataset_type(named: DatasetName) -> str:
-    scheme = named.namespace.partition("://")[0].lower()
-    return "STREAM" if scheme in _STREAM_SCHEMES else "DB_TABLE"
-
-
-def _job_type(record: NodeRecord, facets: dict[str, Any]) -> str:
-    job_type = facets.get("jobType")
-    processing = job_type.get("processingType") if isinstance(job_type, dict) else None
-    if isinstance(processing, str) and processing.strip():
-        return processing.strip().upper()
-    return "STREAMING" if "stream" in record.kind.lower() else "BATCH"
 
 
 def _version_id(kind: str, *parts: str) -> str:
