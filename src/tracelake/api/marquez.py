@@ -19,19 +19,25 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
-from tracelake.collect.openlineage import JOB_DATASETS, EventError, event_to_batch, events_to_batch
-from tracelake.graph.index import UnknownNodeError
+from tracelake.collect.openlineage import (
+    JOB_DATASETS,
+    PROCESSING_TYPE,
+    EventError,
+    event_to_batch,
+    events_to_batch,
+)
+from tracelake.graph.index import GraphIndex, UnknownNodeError
 from tracelake.model import LineageBatch, Problem, parse_urn
 from tracelake.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
 from tracelake.service import Tracelake, TraversalFilters
-from tracelake.store import LineageStore
 from tracelake.store.group_commit import Writer
-from tracelake.store.sqlstore import NodeRecord
 from tracelake.views import EdgeView, NodeView
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
@@ -74,22 +80,22 @@ def get_lineage(
     """Datasets and jobs around a dataset, `depth` jobs away both ways, or around a job: its
     datasets and `depth` jobs beyond them (Marquez's shape)."""
     kind, parts = _node_id(node_id)
-    jobs = _job_datasets(service)
+    jobs = _jobs(service)
     if kind == "job":
         # a job is not a node of the graph but the edges between datasets: start from those it
         # reads and writes now, and those its events named
         job = _job_urn(service, parts)
         ends = {end for e in service.store.edges(process=job) for end in (e.source, e.target)}
-        inputs, outputs = jobs.get(job, ((), ()))
-        starts = sorted({urn for urn in ends if "#" not in urn} | set(inputs) | set(outputs))
+        inputs, outputs = jobs.datasets.get(job, (set(), set()))
+        starts = sorted({urn for urn in ends if "#" not in urn} | inputs | outputs)
         if not starts:
-            return {"graph": [_job_node(job, [], [], service.store.node(job))]}
+            return {"graph": [_job_node(job, [], [], jobs.type_of(job, service.index()))]}
     elif kind == "dataset":
         starts = [_dataset_urn(service, parts, fields=0)]
     else:
         raise RequestError("nodeId must name a dataset or a job (dataset:<ns>:<name>)", "nodeId")
     view = service.lineage(starts, "both", TraversalFilters(depth=depth))
-    return {"graph": _dataset_job_graph(service.store, view.nodes, view.edges, jobs)}
+    return {"graph": _dataset_job_graph(view.nodes, view.edges, jobs, service.index())}
 
 
 @router.get("/column-lineage", dependencies=[READ])
@@ -185,16 +191,40 @@ def _field_id(urn: str) -> str:
 # ---------------------------------------------------------------- graphs in Marquez's shape
 
 
-def _job_datasets(service: Tracelake) -> dict[str, tuple[set[str], set[str]]]:
-    """Each OpenLineage job's datasets (inputs, outputs) as its latest events named them: a job
-    that only writes, only reads, or rewrites what it reads has them though no edge joins them.
-    Kept until the graph changes."""
+@dataclass
+class _Jobs:
+    """What the graph does not hold of OpenLineage jobs, read once per graph version: the datasets
+    their latest events named (a job that only writes, only reads, or rewrites what it reads has
+    them though no edge joins them) and their processing types."""
+
+    datasets: dict[str, tuple[set[str], set[str]]]
+    processing: dict[str, str]
+
+    @cached_property
+    def by_dataset(self) -> dict[str, set[str]]:
+        """The jobs whose events named each dataset."""
+        found: dict[str, set[str]] = defaultdict(set)
+        for job, (reads, writes) in self.datasets.items():
+            for dataset in (*reads, *writes):
+                found[dataset].add(job)
+        return found
+
+    def type_of(self, job: str, index: GraphIndex) -> str:
+        position = index.positions.get(job)
+        kind = index.kind(position) if position is not None else ""
+        return job_type(kind, {PROCESSING_TYPE: self.processing.get(job)})
+
+
+def _jobs(service: Tracelake) -> _Jobs:
     global _jobs_cache
     index = service.index()
     if _jobs_cache is not None and _jobs_cache[0] is index:
         return _jobs_cache[1]
     found = service.store.property_of(JOB_DATASETS, urn_prefix=f"{JOB_KIND}/")
-    jobs = {job: named_datasets({JOB_DATASETS: datasets}) for job, datasets in found.items()}
+    jobs = _Jobs(
+        {job: named_datasets({JOB_DATASETS: datasets}) for job, datasets in found.items()},
+        service.store.property_of(PROCESSING_TYPE, urn_prefix=f"{JOB_KIND}/"),
+    )
     _jobs_cache = (index, jobs)
     return jobs
 
@@ -209,7 +239,7 @@ def named_datasets(properties: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 def job_type(kind: str, properties: dict[str, Any]) -> str:
     """Marquez's job type: the jobType facet's processingType, else STREAMING for a streaming kind."""
-    processing = properties.get("processing_type")
+    processing = properties.get(PROCESSING_TYPE)
     if processing in ("BATCH", "STREAMING"):
         return str(processing)
     return "STREAMING" if "stream" in kind.lower() else "BATCH"
@@ -220,14 +250,11 @@ def dataset_type(urn: str) -> str:
     return "STREAM" if parse_urn(urn).kind == "topic" else "DB_TABLE"
 
 
-_jobs_cache: tuple[object, dict[str, tuple[set[str], set[str]]]] | None = None
+_jobs_cache: tuple[GraphIndex, _Jobs] | None = None
 
 
 def _dataset_job_graph(
-    store: LineageStore,
-    nodes: list[NodeView],
-    edges: list[EdgeView],
-    jobs: dict[str, tuple[set[str], set[str]]],
+    nodes: list[NodeView], edges: list[EdgeView], jobs: _Jobs, index: GraphIndex
 ) -> list[dict[str, Any]]:
     datasets = {n.id: n for n in nodes if n.kind == "asset"}
     inputs: dict[str, set[str]] = defaultdict(set)  # job → datasets it reads
@@ -236,10 +263,13 @@ def _dataset_job_graph(
         if edge.source in datasets and edge.target in datasets:
             inputs[edge.process].add(edge.source)
             outputs[edge.process].add(edge.target)
-    for job, (reads, writes) in jobs.items():
-        if job in inputs or job in outputs or datasets.keys() & {*reads, *writes}:
-            inputs[job].update(reads)
-            outputs[job].update(writes)
+    named = set(inputs) | set(outputs)
+    for dataset in datasets:
+        named |= jobs.by_dataset.get(dataset, set())
+    for job in named & jobs.datasets.keys():
+        reads, writes = jobs.datasets[job]
+        inputs[job].update(reads)
+        outputs[job].update(writes)
     every_dataset = sorted(set(datasets).union(*inputs.values(), *outputs.values()))
     graph = []
     for urn in every_dataset:
@@ -268,20 +298,19 @@ def _dataset_job_graph(
                 "outEdges": [{"origin": _dataset_id(urn), "destination": _job_id(j)} for j in read_by],
             }
         )
-    processes = store.nodes(set(inputs) | set(outputs))
     for job in sorted(set(inputs) | set(outputs)):
-        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job]), processes.get(job)))
+        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job]), jobs.type_of(job, index)))
     return graph
 
 
-def _job_node(job: str, inputs: list[str], outputs: list[str], record: NodeRecord | None) -> dict[str, Any]:
+def _job_node(job: str, inputs: list[str], outputs: list[str], processing: str) -> dict[str, Any]:
     namespace, name = _job_name(job)
     return {
         "id": _job_id(job),
         "type": "JOB",
         "data": {
             "id": {"namespace": namespace, "name": name},
-            "type": job_type(record.kind, record.properties) if record else "BATCH",
+            "type": processing,
             "name": name,
             "simpleName": name,
             "namespace": namespace,

@@ -62,11 +62,13 @@ from tracelake.model import (
 )
 from tracelake.names import asset_urn, field_urn, job_urn
 
-__all__ = ["JOB_DATASETS", "EventError", "event_to_batch", "events_to_batch"]
+__all__ = ["JOB_DATASETS", "PROCESSING_TYPE", "EventError", "event_to_batch", "events_to_batch"]
 
 # The process property under which a job's datasets (as URNs) are kept, whether or not an edge
 # joins them: {"inputs": […], "outputs": […]} from its latest events that named any.
 JOB_DATASETS = "datasets"
+# The process property keeping a job's jobType `processingType` (BATCH, STREAMING), upper-cased.
+PROCESSING_TYPE = "processing_type"
 T = TypeVar("T")
 
 _DEFAULT_PROCESS_KIND = "openlineage"
@@ -339,7 +341,7 @@ def _process(job: _At, urn: str, name: str, builder: _Builder) -> Process:
     kind, processing = _read_facet(builder, job, "jobType", job_type, (None, None))
     owner, owners, description = _about(job, builder)
     if processing and processing.strip():
-        owners = {**owners, "processing_type": processing.strip().upper()}
+        owners = {**owners, PROCESSING_TYPE: processing.strip().upper()}
     return Process(
         urn,
         name=name,
