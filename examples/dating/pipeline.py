@@ -173,7 +173,7 @@ class Lake:
 
     @classmethod
     def at(cls, base: str | os.PathLike[str]) -> Lake:
-        # Absolute, so file dataset URNs (`file.parquet/<absolute path>`) do not depend on cwd.
+        # Absolute, so file dataset URNs (`file.dataset/<absolute path>`) do not depend on cwd.
         return cls(Path(base).resolve())
 
     def raw(self, name: str) -> str:
