@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +38,11 @@ from starlette.types import Scope
 
 from tracelake.api.app import READ, RequestError, get_service
 from tracelake.api.marquez import _dataset_id, _job_id, _job_name, dataset_type, job_type, named_datasets
-from tracelake.graph.index import UnknownNodeError
+from tracelake.graph.index import GraphIndex, UnknownNodeError
 from tracelake.model import as_utc
 from tracelake.names import DatasetName, asset_urn, dataset_of
 from tracelake.service import Tracelake
+from tracelake.store import LineageStore
 from tracelake.store import events as stored
 from tracelake.store.events import ProcessVersion, RunRecord
 from tracelake.store.sqlstore import NodeRecord
@@ -339,22 +342,16 @@ class _DatasetVersion:
     run: RunRecord | None  # the run that wrote it; None: the dataset as it stands, no run known
 
 
-class _Catalog:
-    """The store's datasets and jobs under their Marquez names, read once for one request, with
-    what the request reads more than once kept."""
+class _Names:
+    """The store's datasets and jobs under their Marquez names: read once per graph version (the
+    store's nodes, ~3 s on a million-edge store) and shared by the requests until it changes, or
+    for `_NAMES_FOR` seconds at most, since tags and owners change without a new graph version."""
 
-    def __init__(self, service: Tracelake) -> None:
-        self.service = service
-        self.store = service.store
-        self.assets = {record.urn: record for record in stored.nodes_of_type(self.store, "asset")}
-        self.processes = {record.urn: record for record in stored.nodes_of_type(self.store, "process")}
+    def __init__(self, store: LineageStore) -> None:
+        self.assets = {record.urn: record for record in stored.nodes_of_type(store, "asset")}
+        self.processes = {record.urn: record for record in stored.nodes_of_type(store, "process")}
         self.dataset_names = {urn: dataset_of(urn) for urn in self.assets}
         self.job_names = {urn: _job_name(urn) for urn in self.processes}
-        self._runs: dict[str, list[RunRecord]] = {}
-        self._versions: dict[str, list[ProcessVersion]] = {}
-        self._dataset_versions: dict[str, list[_DatasetVersion]] = {}
-
-    # -- names
 
     @cached_property
     def dataset_namespaces(self) -> dict[str, list[NodeRecord]]:
@@ -369,6 +366,39 @@ class _Catalog:
         for urn, (ns, _) in self.job_names.items():
             found.setdefault(ns, []).append(self.processes[urn])
         return found
+
+
+_NAMES_FOR = 10.0
+_names_cache: tuple[GraphIndex, float, _Names] | None = None
+_names_lock = threading.Lock()
+
+
+def _names(service: Tracelake) -> _Names:
+    global _names_cache
+    index = service.index()  # its identity changes with the graph's version
+    with _names_lock:
+        now = time.monotonic()
+        if _names_cache is None or _names_cache[0] is not index or now - _names_cache[1] > _NAMES_FOR:
+            _names_cache = (index, now, _Names(service.store))
+        return _names_cache[2]
+
+
+class _Catalog:
+    """The store's datasets and jobs under their Marquez names (`_Names`), with what one request
+    reads more than once kept."""
+
+    def __init__(self, service: Tracelake) -> None:
+        self.service = service
+        self.store = service.store
+        names = _names(service)
+        self.assets, self.processes = names.assets, names.processes
+        self.dataset_names, self.job_names = names.dataset_names, names.job_names
+        self.dataset_namespaces, self.namespaces = names.dataset_namespaces, names.namespaces
+        self._runs: dict[str, list[RunRecord]] = {}
+        self._versions: dict[str, list[ProcessVersion]] = {}
+        self._dataset_versions: dict[str, list[_DatasetVersion]] = {}
+
+    # -- names
 
     def require_namespace(self, namespace: str) -> None:
         if namespace not in self.namespaces:
