@@ -24,11 +24,11 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query
@@ -69,6 +69,7 @@ class _EncodedNames(APIRoute):
         return match, child
 
 
+T = TypeVar("T")
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"], route_class=_EncodedNames)
 Service = Annotated[Tracelake, Depends(get_service)]
 # Marquez's paging: 100 from the first, unless asked otherwise
@@ -130,10 +131,7 @@ def list_datasets(service: Service, namespace: str, limit: Limit = 100, offset: 
         (urn for urn, named in catalog.dataset_names.items() if named.namespace == namespace),
         key=lambda urn: catalog.dataset_names[urn].name,
     )
-    return {
-        "datasets": [catalog.dataset(urn) for urn in urns[offset : offset + limit]],
-        "totalCount": len(urns),
-    }
+    return _page("datasets", urns, catalog.dataset, limit, offset)
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}", dependencies=[READ])
@@ -150,10 +148,7 @@ def list_dataset_versions(
     catalog = _Catalog(service)
     urn = catalog.require_dataset(namespace, dataset)
     versions = catalog.dataset_versions(urn)
-    return {
-        "versions": [catalog.dataset_version(urn, v) for v in versions[offset : offset + limit]],
-        "totalCount": len(versions),
-    }
+    return _page("versions", versions, lambda v: catalog.dataset_version(urn, v), limit, offset)
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}/versions/{version}", dependencies=[READ])
@@ -174,7 +169,7 @@ def list_all_jobs(service: Service, limit: Limit = 100, offset: Offset = 0) -> d
     """Every job, by namespace and name."""
     catalog = _Catalog(service)
     urns = sorted(catalog.job_names, key=lambda urn: catalog.job_names[urn])
-    return {"jobs": [catalog.job(urn) for urn in urns[offset : offset + limit]], "totalCount": len(urns)}
+    return _page("jobs", urns, catalog.job, limit, offset)
 
 
 @router.get("/namespaces/{namespace}/jobs", dependencies=[READ])
@@ -186,7 +181,7 @@ def list_jobs(service: Service, namespace: str, limit: Limit = 100, offset: Offs
         (urn for urn, (ns, _) in catalog.job_names.items() if ns == namespace),
         key=lambda urn: catalog.job_names[urn],
     )
-    return {"jobs": [catalog.job(urn) for urn in urns[offset : offset + limit]], "totalCount": len(urns)}
+    return _page("jobs", urns, catalog.job, limit, offset)
 
 
 @router.get("/namespaces/{namespace}/jobs/{job}", dependencies=[READ])
@@ -203,7 +198,7 @@ def list_runs(
     catalog = _Catalog(service)
     urn = catalog.require_job(namespace, job)
     runs = catalog.runs_of(urn)
-    return {"runs": [catalog.run(run) for run in runs[offset : offset + limit]], "totalCount": len(runs)}
+    return _page("runs", runs, catalog.run, limit, offset)
 
 
 @router.get("/namespaces/{namespace}/jobs/{job}/versions", dependencies=[READ])
@@ -214,10 +209,7 @@ def list_job_versions(
     catalog = _Catalog(service)
     urn = catalog.require_job(namespace, job)
     versions = catalog.versions_of(urn)
-    return {
-        "versions": [catalog.job_version(v) for v in versions[offset : offset + limit]],
-        "totalCount": len(versions),
-    }
+    return _page("versions", versions, catalog.job_version, limit, offset)
 
 
 @router.get("/namespaces/{namespace}/jobs/{job}/versions/{version}", dependencies=[READ])
@@ -673,6 +665,13 @@ class _Catalog:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _page(
+    key: str, items: Sequence[T], render: Callable[[T], Any], limit: int, offset: int
+) -> dict[str, Any]:
+    """One page of a listing, with how many there are in all, as Marquez counts them."""
+    return {key: [render(item) for item in items[offset : offset + limit]], "totalCount": len(items)}
 
 
 def _not_found(kind: str, name: str) -> RequestError:
