@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 
 from tracelake.api.auth import Scope as TokenScope
 from tracelake.api.auth import Tokens
+from tracelake.api.encoding import DecompressedBodies
 from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
 from tracelake.review import NotStable, ReviewError, UnknownSession
@@ -78,6 +79,8 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.state.settings = settings
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
     app.state.commits = writer_for(service.store)  # ingest routes write through it
+    # gzip and deflate bodies decoded for every route, within the same limit as plain ones
+    app.add_middleware(DecompressedBodies, max_bytes=settings.max_body_bytes)
     app.add_exception_handler(UnknownNodeError, _unknown_node)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(BatchError, _request_error)
