@@ -76,10 +76,12 @@ def friendly_errors(command: F) -> F:
             ReviewError,
             EntityError,
         ) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except sa.exc.OperationalError as exc:
-            err.print(f"[red]error:[/red] cannot use the lineage store: {exc.orig}", highlight=False)
+            err.print(
+                f"[red]error:[/red] cannot use the lineage store: {exc.orig}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -137,6 +139,38 @@ def ingest_configs(
     edges = len(collection.batch.edges)
     read = collection.configs - len(collection.problems)
     out.print(f"{collection.configs} configs: {read} read, {edges} edges", highlight=False)
+
+
+@ingest_app.command("openlineage")
+@friendly_errors
+def ingest_openlineage(
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="JSON lines of events (the client's file transport), a JSON array, Marquez's "
+            '{"events": [...]} page, or - for standard input'
+        ),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Ingest OpenLineage events from a file or a stream, as POST /api/v1/lineage takes them."""
+    service = open_service(db)
+    if path == "-":
+        summary = service.ingest_openlineage(sys.stdin, source="<stdin>")
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise UserError(f"{file}: no such file")
+        with file.open(encoding="utf-8", errors="replace") as lines:
+            summary = service.ingest_openlineage(lines, source=str(file))
+    for problem in summary.problems:
+        err.print(f"[yellow]problem:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    accepted = summary.events - summary.refused
+    out.print(
+        f"{summary.events} events: {accepted} accepted, {summary.refused} refused; {summary.edges} edges",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @ingest_app.command("sql")

@@ -84,7 +84,7 @@ def load_command(
     found = entities.load(paths)
     if not found.ok:
         for problem in found.problems:
-            err.print(f"[red]error:[/red] {problem}", highlight=False)
+            err.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
         err.print(f"{len(found.problems)} problem(s): nothing stored", highlight=False)
         raise typer.Exit(1)
     out.print(f"stored {len(found.entities)} entities", highlight=False)

@@ -8,13 +8,14 @@ as the plain views of `tracelake.views`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
+from tracelake.collect.openlineage_log import batches_from_log
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
@@ -26,6 +27,9 @@ from tracelake.store import LineageStore
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
 from tracelake.views import EdgeView, GraphView, ImpactView, NodeView
 
+# OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
+EVENTS_A_TRANSACTION = 500
+
 
 @dataclass(slots=True)
 class SqlIngestSummary:
@@ -35,6 +39,14 @@ class SqlIngestSummary:
     edges: int
     problems: list[Problem]
     report: IngestReport
+
+
+@dataclass(slots=True)
+class EventsIngestSummary:
+    events: int = 0  # events read (accepted or refused)
+    refused: int = 0
+    edges: int = 0
+    problems: list[Problem] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -141,6 +153,28 @@ class Tracelake:
             problems=collection.problems,
             report=report,
         )
+
+    def ingest_openlineage(
+        self, lines: Iterable[str], *, source: str, chunk: int = EVENTS_A_TRANSACTION
+    ) -> EventsIngestSummary:
+        """Ingest OpenLineage events from a log (JSON lines, an array, or Marquez's page), streamed:
+        each event stands alone as over HTTP, so they are written `chunk` to a transaction, and an
+        event that cannot be read is a problem while the others land."""
+        summary = EventsIngestSummary()
+        pending: list[LineageBatch] = []
+        for batch in batches_from_log(lines, source):
+            summary.events += 1
+            if not batch.events:
+                summary.refused += 1
+            summary.edges += len(batch.edges)
+            summary.problems.extend(batch.problems)
+            pending.append(batch)
+            if len(pending) >= chunk:
+                self.store.ingest(pending)
+                pending = []
+        if pending:
+            self.store.ingest(pending)
+        return summary
 
     def ingest_configs(self, paths: Sequence[Path], *, shapes_file: Path | None = None) -> ConfigCollection:
         """Collect lineage from ML configs (training jobs, inference services) and ingest it."""
