@@ -510,3 +510,37 @@ def test_with_a_token_file_every_route_needs_a_token_of_its_scope(secured: tuple
     assert requests.post(post, json=run_event(), timeout=10).status_code == 401
     assert requests.post(post, json=run_event(), headers=bearer(reader), timeout=10).status_code == 403
     assert requests.post(post, json=run_event(), headers=bearer(writer), timeout=10).status_code == 201
+
+
+def test_the_openlineage_clients_api_key_is_the_bearer_token(secured: tuple[str, str, str]) -> None:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport
+
+    base, reader, writer = secured
+
+    def emit(token: str) -> None:
+        auth = ApiKeyTokenProvider({"apiKey": token})
+        config = HttpConfig(url=base, endpoint="api/v1/lineage", auth=auth, retry={"total": 0})
+        OpenLineageClient(transport=HttpTransport(config)).emit(
+            RunEvent(
+                eventType=RunState.COMPLETE,
+                eventTime="2024-03-12T11:00:00+00:00",
+                run=Run(runId=RUN_ID),
+                job=Job(namespace="airflow", name="keyed"),
+                producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
+                outputs=[OutputDataset(namespace="s3://lake", name="keyed/out")],
+            )
+        )
+
+    with pytest.raises(Exception, match="403"):
+        emit(reader)  # a read token may not write
+    emit(writer)
+    response = requests.get(
+        f"{base}/api/v1/lineage",
+        params={"nodeId": "job:airflow:keyed"},
+        headers={"Authorization": f"Bearer {reader}"},
+        timeout=10,
+    )
+    assert response.status_code == 200
+    assert "dataset:s3://lake:keyed/out" in {node["id"] for node in response.json()["graph"]}
