@@ -11,8 +11,9 @@ The venv defaults to `.tracelake/airflow-venv` (Airflow 3) or `.tracelake/airflo
 Without --major, the major version is the one installed in --venv, else 3.
 
 What it does, in order:
-  1. with --install, creates the venv and pip-installs apache-airflow if `<venv>/bin/airflow` is
-     missing (PyPI only, no constraints file: GitHub is not reachable here);
+  1. with --install, creates the venv and pip-installs apache-airflow, with its OpenLineage and
+     Postgres providers, if they are missing (PyPI only, no constraints file: GitHub is not
+     reachable here);
   2. `airflow db migrate` into `<home>/airflow.db` (a fresh home gives a fresh database), and on
      Airflow 2 `airflow users create` for the one user;
   3. `airflow dags reserialize`, which parses `--dags` once and writes the DAGs to the database,
@@ -58,6 +59,13 @@ from pathlib import Path
 from typing import Any
 
 AIRFLOW_VERSIONS = {3: "3.3.2", 2: "2.10.5"}
+# Airflow's OpenLineage provider sends lineage as it does to Marquez, from SQL tasks on PostgreSQL
+# (tests/api/test_airflow_openlineage_live.py); pinned to versions each Airflow resolves with.
+PROVIDERS = {
+    3: ("apache-airflow-providers-openlineage==2.20.3", "apache-airflow-providers-postgres==7.1.1"),
+    2: ("apache-airflow-providers-openlineage==2.8.0", "apache-airflow-providers-postgres==6.4.1"),
+}
+_PROVIDER_MODULES = "import airflow.providers.openlineage, airflow.providers.postgres"
 TRACELAKE_DIR = Path(__file__).resolve().parents[1] / ".tracelake"
 DEFAULT_VENVS = {3: TRACELAKE_DIR / "airflow-venv", 2: TRACELAKE_DIR / "airflow2-venv"}
 APIS = {3: "v2", 2: "v1"}  # the REST API each major speaks
@@ -82,9 +90,9 @@ def installed_major(venv_dir: Path) -> int | None:
 
 
 def ensure_airflow(venv_dir: Path, version: str, install: bool, *, numpy: bool) -> Path:
-    """The venv's `airflow` executable; with `install`, first installs what is missing: Airflow,
-    and with `numpy` numpy (Tracelake's store imports it, and Airflow 3's live tests run
-    Tracelake in Airflow's tasks)."""
+    """The venv's `airflow` executable; with `install`, first installs what is missing: Airflow
+    and its OpenLineage and Postgres providers, and with `numpy` numpy (Tracelake's store imports
+    it, and Airflow 3's live tests run Tracelake in Airflow's tasks)."""
     airflow, python = venv_dir / "bin" / "airflow", venv_dir / "bin" / "python"
     if not install:
         if not airflow.exists():
@@ -93,14 +101,16 @@ def ensure_airflow(venv_dir: Path, version: str, install: bool, *, numpy: bool) 
     if not python.exists():
         log(f"creating venv {venv_dir}")
         venv.create(venv_dir, with_pip=True)
-    has_numpy = (
-        not numpy or subprocess.run([str(python), "-c", "import numpy"], capture_output=True).returncode == 0
-    )
-    if airflow.exists() and has_numpy:
+
+    def imports(code: str) -> bool:
+        return subprocess.run([str(python), "-c", code], capture_output=True).returncode == 0
+
+    if airflow.exists() and (not numpy or imports("import numpy")) and imports(_PROVIDER_MODULES):
         return airflow
-    command = [str(python), "-m", "pip", "install", "-q", f"apache-airflow=={version}"]
+    providers = PROVIDERS.get(int(version.split(".")[0]), ())
+    command = [str(python), "-m", "pip", "install", "-q", f"apache-airflow=={version}", *providers]
     command += ["numpy>=1.26,<3"] if numpy else []
-    log(f"installing: {' '.join(command)} (about 30 s and 300 MB)")
+    log(f"installing: {' '.join(command)} (about 40 s and 350 MB)")
     subprocess.run(command, check=True)
     return airflow
 

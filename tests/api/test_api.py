@@ -544,3 +544,32 @@ def test_the_openlineage_clients_api_key_is_the_bearer_token(secured: tuple[str,
     )
     assert response.status_code == 200
     assert "dataset:s3://lake:keyed/out" in {node["id"] for node in response.json()["graph"]}
+
+
+def test_the_openlineage_client_configured_by_environment_alone(
+    secured: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+
+    base, reader, writer = secured
+    monkeypatch.delenv("OPENLINEAGE_CONFIG", raising=False)
+    monkeypatch.setenv("OPENLINEAGE_URL", base)
+    monkeypatch.setenv("OPENLINEAGE_API_KEY", writer)
+    OpenLineageClient().emit(
+        RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2024-03-12T11:00:00+00:00",
+            run=Run(runId=RUN_ID),
+            job=Job(namespace="airflow", name="by_env"),
+            producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
+            outputs=[OutputDataset(namespace="s3://lake", name="env/out")],
+        )
+    )
+    response = requests.get(
+        f"{base}/api/v1/lineage",
+        params={"nodeId": "job:airflow:by_env"},
+        headers={"Authorization": f"Bearer {reader}"},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
