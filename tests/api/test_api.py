@@ -9,13 +9,14 @@ and country (CONDITIONAL) filtered on ds (FILTER).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
@@ -65,6 +66,25 @@ def run_event(job: str = "ads.export", run_id: str = RUN_ID, **overrides: Any) -
     }
     event.update(overrides)
     return event
+
+
+def client_event(
+    job: str,
+    outputs: list[tuple[str, str]],
+    inputs: Sequence[tuple[str, str]] = (),
+    state: RunState = RunState.COMPLETE,
+) -> RunEvent:
+    """A RunEvent as the OpenLineage Python client builds it: job `airflow`/`job`, datasets as
+    (namespace, name)."""
+    return RunEvent(
+        eventType=state,
+        eventTime="2024-03-12T11:00:00+00:00",
+        run=Run(runId=RUN_ID),
+        job=Job(namespace="airflow", name=job),
+        producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
+        inputs=[InputDataset(namespace=ns, name=name) for ns, name in inputs],
+        outputs=[OutputDataset(namespace=ns, name=name) for ns, name in outputs],
+    )
 
 
 @pytest.fixture
@@ -514,7 +534,6 @@ def test_with_a_token_file_every_route_needs_a_token_of_its_scope(secured: tuple
 
 def test_the_openlineage_clients_api_key_is_the_bearer_token(secured: tuple[str, str, str]) -> None:
     from openlineage.client import OpenLineageClient
-    from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport
 
     base, reader, writer = secured
@@ -523,14 +542,7 @@ def test_the_openlineage_clients_api_key_is_the_bearer_token(secured: tuple[str,
         auth = ApiKeyTokenProvider({"apiKey": token})
         config = HttpConfig(url=base, endpoint="api/v1/lineage", auth=auth, retry={"total": 0})
         OpenLineageClient(transport=HttpTransport(config)).emit(
-            RunEvent(
-                eventType=RunState.COMPLETE,
-                eventTime="2024-03-12T11:00:00+00:00",
-                run=Run(runId=RUN_ID),
-                job=Job(namespace="airflow", name="keyed"),
-                producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
-                outputs=[OutputDataset(namespace="s3://lake", name="keyed/out")],
-            )
+            client_event("keyed", [("s3://lake", "keyed/out")])
         )
 
     with pytest.raises(Exception, match="403"):
@@ -550,22 +562,12 @@ def test_the_openlineage_client_configured_by_environment_alone(
     secured: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from openlineage.client import OpenLineageClient
-    from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 
     base, reader, writer = secured
     monkeypatch.delenv("OPENLINEAGE_CONFIG", raising=False)
     monkeypatch.setenv("OPENLINEAGE_URL", base)
     monkeypatch.setenv("OPENLINEAGE_API_KEY", writer)
-    OpenLineageClient().emit(
-        RunEvent(
-            eventType=RunState.COMPLETE,
-            eventTime="2024-03-12T11:00:00+00:00",
-            run=Run(runId=RUN_ID),
-            job=Job(namespace="airflow", name="by_env"),
-            producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
-            outputs=[OutputDataset(namespace="s3://lake", name="env/out")],
-        )
-    )
+    OpenLineageClient().emit(client_event("by_env", [("s3://lake", "env/out")]))
     response = requests.get(
         f"{base}/api/v1/lineage",
         params={"nodeId": "job:airflow:by_env"},

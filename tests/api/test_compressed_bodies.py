@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.api.test_api import RUN_ID, run_event
+from tests.api.test_api import client_event, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
 from tracelake.service import Tracelake
@@ -39,21 +39,11 @@ def _found(url: str, job: str) -> bool:
 
 def test_the_openlineage_clients_gzip_transport_is_understood(url: str) -> None:
     from openlineage.client import OpenLineageClient
-    from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.transport.http import HttpCompression, HttpConfig, HttpTransport
 
     config = HttpConfig(url=url, endpoint="api/v1/lineage", compression=HttpCompression.GZIP)
     client = OpenLineageClient(transport=HttpTransport(config))
-    client.emit(
-        RunEvent(
-            eventType=RunState.COMPLETE,
-            eventTime="2024-03-12T11:00:00+00:00",
-            run=Run(runId=RUN_ID),
-            job=Job(namespace="airflow", name="gzipped"),
-            producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
-            outputs=[OutputDataset(namespace="s3://lake", name="gzipped/out")],
-        )
-    )
+    client.emit(client_event("gzipped", [("s3://lake", "gzipped/out")]))
     graph = requests.get(f"{url}/api/v1/lineage", params={"nodeId": "job:airflow:gzipped"}, timeout=10).json()
     job = next(node for node in graph["graph"] if node["id"] == "job:airflow:gzipped")
     assert job["data"]["outputs"] == [{"namespace": "s3://lake", "name": "gzipped/out"}]

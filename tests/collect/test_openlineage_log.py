@@ -12,7 +12,7 @@ import pytest
 import requests
 from typer.testing import CliRunner
 
-from tests.api.test_api import RUN_ID, run_event
+from tests.api.test_api import client_event, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
 from tracelake.cli import app
@@ -34,23 +34,14 @@ def jobs_and_datasets(db: str) -> tuple[set[str], set[str]]:
 
 def test_the_client_file_transports_json_lines(tmp_path: Path) -> None:
     from openlineage.client import OpenLineageClient
-    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.event_v2 import RunState
     from openlineage.client.transport.file import FileConfig, FileTransport
 
     log = tmp_path / "events.jsonl"
     client = OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(log), append=True)))
     for state in (RunState.START, RunState.COMPLETE):
-        client.emit(
-            RunEvent(
-                eventType=state,
-                eventTime="2024-03-12T11:00:00+00:00",
-                run=Run(runId=RUN_ID),
-                job=Job(namespace="airflow", name="shop.daily"),
-                producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
-                inputs=[InputDataset(namespace="postgres://db:5432", name="shop.public.orders")],
-                outputs=[OutputDataset(namespace="s3://lake", name="daily/orders")],
-            )
-        )
+        orders, daily = ("postgres://db:5432", "shop.public.orders"), ("s3://lake", "daily/orders")
+        client.emit(client_event("shop.daily", [daily], [orders], state))
     assert len(log.read_text().splitlines()) == 2  # one event a line, as the transport writes them
     db = str(tmp_path / "lineage.db")
 
