@@ -1,19 +1,30 @@
-"""Runtime lineage of PySpark jobs in one line: `with tracelake.spark.track(spark, job="…"):`.
+"""Runtime lineage of PySpark jobs in one line: `tracelake.spark.track(spark, job="…")`.
 
 `track` attaches a py4j `QueryExecutionListener` to the session (no JVM jar needed) and
 returns a `SparkTracker`: one Run of the Process `spark.job/<job>`. Every action's analyzed
 plan becomes lineage — datasets read, datasets written, typed column edges — accumulated over
 the run. A single background worker analyses each captured plan as it comes and, at most every
-`ingest_interval` seconds while the run goes on, hands the run's cumulative `LineageBatch`
-(observed at the run's start, so each re-observation replaces the run's version in the store)
-to `store.ingest`; the job's own thread only pays for the listener bus. `stop()` (or leaving
-the `with` block) waits for the bus, detaches the listener, records the run COMPLETE or FAIL
-with the error class, ingests it, and tells the optional emitter.
+`ingest_interval` seconds (one) while the lineage changes, hands the run's cumulative
+`LineageBatch` (observed at the run's start, so each re-observation replaces the run's version in
+the store) to `store.ingest`; the job's own thread only pays for the listener bus. So a finished
+action is durable within about a second whatever becomes of the driver.
+
+The run ends at `stop()` (or leaving the `with` block), or where the job never says so
+(`_EndHooks`): `SparkSession.stop()`, the interpreter's exit (an uncaught exception fails the run)
+and SIGTERM (ABORT). Ending waits for the bus, detaches the listener, records the run — FAIL with
+the error class when an exception ended it or an action failed, even one the job caught — ingests
+it and tells the optional emitter. The run holds a lease in the store (`store.leases`), renewed
+every second, so a driver killed outright is found gone by the next tracked run or `tracelake`
+command and its run ended ABORT.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 import uuid
@@ -41,17 +52,20 @@ from tracelake.model import (
     Transformation,
     utcnow,
 )
-from tracelake.store import LineageStore
+from tracelake.store import LineageStore, leases
 
 logger = logging.getLogger("tracelake.spark")
 
-RUNNING, COMPLETE, FAIL = "RUNNING", "COMPLETE", "FAIL"
+RUNNING, COMPLETE, FAIL, ABORT = "RUNNING", "COMPLETE", "FAIL", leases.ABORT
 PROCESS_PREFIX = "spark.job/"
 _FLUSH_TIMEOUT = 60.0
-# A long job's lineage reaches the store while it runs, but not after every action: each ingest
-# of the cumulative batch costs CPU the job's executors share (measured: 8 ms a time, 18 times a
-# pass of the example pipeline), and the store keeps only the newest observation of a run.
-INGEST_INTERVAL = 10.0
+# A finished action's lineage is in the store within about this long, whatever becomes of the
+# driver: one ingest of the run's cumulative batch a second at most (each costs CPU the job's
+# executors share, ~8 ms), however many actions end in it. The run's lease is renewed as often.
+INGEST_INTERVAL = 1.0
+# Failures of analysis (reading a path that does not exist, as existence checks do) are no action
+# that ran: caught by the job, they do not fail its run.
+_NOT_ACTIONS = frozenset({"analyze"})
 
 
 class RunEventSink(Protocol):
@@ -163,6 +177,9 @@ class SparkTracker:
             if self._owns_store:
                 self._store.close()
             raise
+        leases.reap(self._store)
+        leases.take(self._store, self._run_id, self.process_urn, now=self._started_at)
+        self._hooks = _EndHooks(self)
         self._emit("start")
 
     # -- public ---------------------------------------------------------------------------
@@ -191,21 +208,35 @@ class SparkTracker:
         self._worker.ingest_now()
         return self._worker.wait_idle(max(deadline - time.monotonic(), 0.0))
 
-    def stop(self, error: BaseException | None = None) -> None:
-        """End the run: flush, detach, record COMPLETE or FAIL (with `error`'s class), emit."""
+    def stop(self, error: BaseException | None = None, *, aborted: bool = False) -> None:
+        """End the run: flush, detach, record it, emit. The run is FAIL with `error`'s class, or
+        with the first failed action's when the job caught it and went on; ABORT when `aborted`
+        (the driver is being terminated); else COMPLETE."""
         if self._stopped:
             return
         self._stopped = True
+        self._hooks.remove()
         self._drain_bus(_FLUSH_TIMEOUT)
         self._detach()
         self._worker.wait_idle(_FLUSH_TIMEOUT)
         with self._lock:
+            failed = [f for f in self.failures if f.func_name not in _NOT_ACTIONS]
             self._ended_at = utcnow()
-            self._status = FAIL if error is not None else COMPLETE
-            self._error_class = type(error).__name__ if error is not None else None
+            if aborted:
+                self._status, self._error_class = ABORT, type(error).__name__ if error is not None else None
+            elif error is not None:
+                self._status, self._error_class = FAIL, type(error).__name__
+            elif failed:
+                self._status, self._error_class = FAIL, failed[0].error_class
+            else:
+                self._status, self._error_class = COMPLETE, None
         self._worker.ingest_now()
         self._worker.close(_FLUSH_TIMEOUT)
-        self._emit("fail" if error is not None else "complete")
+        try:
+            leases.release(self._store, self._run_id)
+        except Exception as problem:
+            logger.warning("lease of Spark run %s not released (%s)", self._run_id, type(problem).__name__)
+        self._emit("complete" if self._status == COMPLETE else "fail")
         if self._owns_store:
             self._store.close()
 
@@ -283,6 +314,13 @@ class SparkTracker:
                 self._emitter.fail(run, batch, self._error_class or "Exception")
         except Exception as error:
             logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
+
+    def _renew_lease(self) -> None:
+        """Say the driver is alive (on the worker thread), so its run is not taken for dead."""
+        try:
+            leases.renew(self._store, self._run_id)
+        except Exception as error:
+            logger.warning("lease of Spark run %s not renewed (%s)", self._run_id, type(error).__name__)
 
     def _ingest(self) -> None:
         """Store the run as it stands (on the worker thread)."""
@@ -394,6 +432,63 @@ def _asset_metadata(dataset: Dataset) -> dict[str, Any]:
     return {"storage": dataset.kind, **keep}
 
 
+class _EndHooks:
+    """Where a run ends when the job never says so: `SparkSession.stop()`, the interpreter's exit
+    (normal, or by an uncaught exception, which fails the run) and SIGTERM (the run is ABORT, then
+    the signal does what it did before). Each stops the tracker first, so the run's last lineage is
+    stored while the session still answers. `remove` puts everything back as it was."""
+
+    def __init__(self, tracker: SparkTracker) -> None:
+        self._tracker = tracker
+        self._spark = tracker._spark
+        self._uncaught: BaseException | None = None
+        self._own_stop = "stop" in vars(self._spark)
+        session_stop = self._spark.stop
+
+        def stop_session(*args: Any, **kwargs: Any) -> Any:
+            tracker.stop()
+            return session_stop(*args, **kwargs)
+
+        self._session_stop = stop_session
+        self._spark.stop = stop_session
+        self._excepthook_before = sys.excepthook
+        sys.excepthook = self._excepthook
+        atexit.register(self._at_exit)
+        self._sigterm_before: Any = None
+        self._on_sigterm_installed = False
+        if threading.current_thread() is threading.main_thread():
+            self._sigterm_before = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._on_sigterm_installed = True
+
+    def remove(self) -> None:
+        if vars(self._spark).get("stop") is self._session_stop:
+            if self._own_stop:
+                logger.debug("the session's own stop attribute was wrapped; left wrapped")
+            else:
+                del self._spark.stop
+        if sys.excepthook == self._excepthook:
+            sys.excepthook = self._excepthook_before
+        atexit.unregister(self._at_exit)
+        if self._on_sigterm_installed and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+
+    def _excepthook(self, kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        self._uncaught = value
+        self._excepthook_before(kind, value, tb)
+
+    def _at_exit(self) -> None:
+        self._tracker.stop(self._uncaught)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        before = self._sigterm_before
+        self._tracker.stop(aborted=True)
+        if callable(before):
+            before(signum, frame)
+        elif before != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 class _Worker(threading.Thread):
     """Analyses captures in order and ingests the run's batch, off the job's and the bus's thread.
 
@@ -412,6 +507,7 @@ class _Worker(threading.Thread):
         self._dirty = False  # an ingest was asked for
         self._changed = False  # lineage changed since the last ingest
         self._last_ingest = time.monotonic()
+        self._last_renewal = time.monotonic()
         self._closing = False
 
     def put(self, item: ActionCapture | ActionFailure) -> None:
@@ -443,18 +539,25 @@ class _Worker(threading.Thread):
             return None
         return max(self._last_ingest + self._interval - time.monotonic(), 0.0)
 
+    def _renewal_due(self) -> float:
+        return max(self._last_renewal + self._interval - time.monotonic(), 0.0)
+
     def run(self) -> None:
         while True:
             with self._cond:
+                due = self._due()
                 self._cond.wait_for(
                     lambda: self._queue or self._dirty or self._closing or self._due() == 0.0,
-                    timeout=self._due(),
+                    timeout=min(due, self._renewal_due()) if due is not None else self._renewal_due(),
                 )
                 if self._closing and not self._queue and not self._dirty:
                     return
                 items = list(self._queue)
                 self._queue.clear()
                 self._busy = True
+            if self._renewal_due() == 0.0:
+                self._tracker._renew_lease()
+                self._last_renewal = time.monotonic()
             try:
                 changed = False
                 for item in items:

@@ -73,7 +73,7 @@ def test_a_failing_action_fails_the_run_with_its_error_class(lake: Lake) -> None
     assert metadata == {}
 
 
-def test_a_caught_failing_action_is_recorded_and_the_run_completes(lake: Lake) -> None:
+def test_a_caught_failing_action_fails_the_run_though_the_job_goes_on(lake: Lake) -> None:
     people = lake.read("people")
 
     def job() -> None:
@@ -82,7 +82,8 @@ def test_a_caught_failing_action_is_recorded_and_the_run_completes(lake: Lake) -
         assert people.count() == 3
 
     tracker = lake.run(job)
-    assert tracker.run.status == "COMPLETE"
+    assert tracker.run.status == "FAIL"
+    assert tracker.batch().processes[0].metadata["error_class"] == tracker.failures[0].error_class
     assert [f.func_name for f in tracker.failures] == ["collectToPython"]
     assert tracker.failures[0].error_class.startswith("org.apache.spark.")
     failed = tracker.batch().processes[0].metadata["failed_actions"]

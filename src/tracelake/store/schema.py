@@ -126,6 +126,18 @@ sa.Index("ix_openlineage_events_time", openlineage_events.c.event_time)
 sa.Index("ix_openlineage_events_run", openlineage_events.c.run_id)
 sa.Index("ix_openlineage_events_job", openlineage_events.c.job_namespace, openlineage_events.c.job_name)
 
+# Runs in progress and who runs them: a tracked Spark driver renews its lease every second and
+# drops it when the run ends; a lease whose driver is gone marks its run ABORT (store/leases.py).
+run_leases = sa.Table(
+    "run_leases",
+    metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("process_urn", sa.String(2000), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("heard_at", sa.BigInteger, nullable=False),
+)
+
 problems = sa.Table(
     "problems",
     metadata,
