@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -47,28 +46,27 @@ def _runs(store: LineageStore) -> dict[str, tuple[str, datetime | None]]:
         }
 
 
-def test_only_the_runs_whose_drivers_are_gone_are_ended(tmp_path: Path) -> None:
+def test_only_the_runs_whose_drivers_are_gone_are_ended(store: LineageStore) -> None:
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     dead_pid = int(dead.stdout)  # a process of this host that has ended
     here = socket.gethostname()
-    with LineageStore(str(tmp_path / "lineage.db")) as store:
-        for run_id in ("dead", "alive", "recent", "stale"):
-            _running(store, run_id)
-        _lease(store, "dead", here, dead_pid, NOW - timedelta(seconds=3))
-        _lease(store, "alive", here, os.getppid(), NOW - timedelta(seconds=3))
-        _lease(store, "recent", "another-host", 4242, NOW - timedelta(minutes=1))
-        _lease(store, "stale", "another-host", 4242, NOW - timedelta(minutes=6))
+    for run_id in ("dead", "alive", "recent", "stale"):
+        _running(store, run_id)
+    _lease(store, "dead", here, dead_pid, NOW - timedelta(seconds=3))
+    _lease(store, "alive", here, os.getppid(), NOW - timedelta(seconds=3))
+    _lease(store, "recent", "another-host", 4242, NOW - timedelta(minutes=1))
+    _lease(store, "stale", "another-host", 4242, NOW - timedelta(minutes=6))
 
-        given_up = leases.reap(store, now=NOW)
+    given_up = leases.reap(store, now=NOW)
 
-        assert sorted(lease.run_id for lease in given_up) == ["dead", "stale"]
-        assert _runs(store) == {
-            "dead": ("ABORT", NOW - timedelta(seconds=3)),
-            "stale": ("ABORT", NOW - timedelta(minutes=6)),
-            "alive": ("RUNNING", None),
-            "recent": ("RUNNING", None),
-        }
-        assert leases.reap(store, now=NOW) == []  # given up once
-        assert store.node("spark.job/dead").properties["status"] == "ABORT"  # type: ignore[union-attr]
+    assert sorted(lease.run_id for lease in given_up) == ["dead", "stale"]
+    assert _runs(store) == {
+        "dead": ("ABORT", NOW - timedelta(seconds=3)),
+        "stale": ("ABORT", NOW - timedelta(minutes=6)),
+        "alive": ("RUNNING", None),
+        "recent": ("RUNNING", None),
+    }
+    assert leases.reap(store, now=NOW) == []  # given up once
+    assert store.node("spark.job/dead").properties["status"] == "ABORT"  # type: ignore[union-attr]
