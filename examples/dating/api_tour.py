@@ -64,9 +64,11 @@ def main() -> None:
             print(f"subscription event {event['seq']}: added {event['added_nodes']}")
 
         graph = requests.get(
-            f"{url}/api/v1/lineage", params={"nodeId": "dataset:kafka:ads_segments", "depth": 1}, timeout=10
+            f"{url}/api/v1/lineage",
+            params={"nodeId": "dataset:kafka://broker:9092:ads_segments", "depth": 1},
+            timeout=10,
         ).json()["graph"]
-        print("Marquez-shaped lineage of dataset:kafka:ads_segments at depth 1:")
+        print("Marquez-shaped lineage of dataset:kafka://broker:9092:ads_segments at depth 1:")
         for node in graph:
             edges = [e["origin"] for e in node["inEdges"]]
             print(f"  {node['type']:<8} {node['id']}  ← {', '.join(edges) or '-'}")
