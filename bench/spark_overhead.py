@@ -14,7 +14,11 @@ counts its `stop()` (the flush of the background ingest into the store) in the p
 flush is also reported on its own. Each tracked pass gets a fresh SQLite store in the temporary
 directory, created before the clock starts.
 
-    .venv/bin/python bench/spark_overhead.py [--pairs N] [--warmup N] [--users N] [--keep]
+    .venv/bin/python bench/spark_overhead.py [--pairs N] [--warmup N] [--users N] [--short] [--keep]
+
+`--short` runs, instead of the example, a pipeline of short actions where per-action costs show
+most (issue 17): two jobs over a 2,000-row parquet dataset, one of 24 filtered `count()`s and one
+of 12 small parquet writes, each action tens of milliseconds.
 
 Reported: median, min and max of each kind; the overhead of the medians and the spread of the
 per-pair overheads; two sign-flip permutation tests on the pairs, "no difference" (two-sided)
@@ -29,6 +33,7 @@ measures them, are summed too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
 import os
@@ -155,11 +160,43 @@ class JvmCpu:
         return (int(fields[11]) + int(fields[12])) / self._ticks
 
 
+class ShortActions:
+    """A pipeline of short actions: per-action costs (the plan's capture and analysis, the
+    ingests) weigh most here, where an action is tens of milliseconds."""
+
+    JOBS = ("short_counts", "short_writes")
+    COUNTS, WRITES, ROWS = 24, 12, 2_000
+
+    def __init__(self, spark: Any, root: Path) -> None:
+        self.spark, self.root = spark, root
+        rows = [(i, f"user-{i}", i % 7) for i in range(self.ROWS)]
+        spark.createDataFrame(rows, "id long, name string, bucket int").write.mode("overwrite").parquet(
+            str(root / "small")
+        )
+
+    def run_jobs(self, *, tracking: Any = None) -> None:
+        from pyspark.sql import functions as F
+
+        for job in self.JOBS:
+            with tracking(job) if tracking is not None else contextlib.nullcontext():
+                small = self.spark.read.parquet(str(self.root / "small"))
+                if job == "short_counts":
+                    for i in range(self.COUNTS):
+                        small.filter(F.col("id") % self.COUNTS == i).count()
+                else:
+                    for i in range(self.WRITES):
+                        out = small.filter(F.col("bucket") == i % 7).select(
+                            "id", F.upper("name").alias("name")
+                        )
+                        out.write.mode("overwrite").parquet(str(self.root / f"out-{i}"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=12, help="timed (untracked, tracked) pairs")
     parser.add_argument("--warmup", type=int, default=4, help="untimed pairs first")
     parser.add_argument("--users", type=int, default=None, help="users to generate (pipeline default)")
+    parser.add_argument("--short", action="store_true", help="the short-action pipeline, not the example")
     parser.add_argument("--keep", action="store_true", help="keep the temporary lake and stores")
     args = parser.parse_args(argv)
 
@@ -177,12 +214,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = pipeline.create_session(lake)
     try:
         print(f"{versions(spark)}, master {spark.sparkContext.master}")
-        print(
-            f"pipeline: examples/dating/pipeline.py as is (jobs {', '.join(n for n, _ in pipeline.JOBS)}), "
-            f"users={sizes.users}, match_events={sizes.match_events}"
-        )
-        pipeline.generate_raw(spark, lake, sizes)
-        pipeline.prepare_catalog(spark, lake)
+        if args.short:
+            short = ShortActions(spark, workdir / "short")
+            print(f"pipeline: short actions (jobs {', '.join(ShortActions.JOBS)}), {ShortActions.ROWS} rows")
+        else:
+            jobs = ", ".join(name for name, _ in pipeline.JOBS)
+            print(
+                f"pipeline: examples/dating/pipeline.py as is (jobs {jobs}), "
+                f"users={sizes.users}, match_events={sizes.match_events}"
+            )
+            pipeline.generate_raw(spark, lake, sizes)
+            pipeline.prepare_catalog(spark, lake)
         jvm_cpu = JvmCpu(spark)
         stores = itertools.count()
         last_store_counts: dict[str, int] = {}
@@ -214,7 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             try:
                 py0, jvm0, wall0 = time.process_time(), jvm_cpu(), time.perf_counter()
-                pipeline.run_jobs(spark, lake, tracking=tracking if store is not None else None)
+                jobs_tracking = tracking if store is not None else None
+                if args.short:
+                    short.run_jobs(tracking=jobs_tracking)
+                else:
+                    pipeline.run_jobs(spark, lake, tracking=jobs_tracking)
                 result.wall = time.perf_counter() - wall0
                 result.python_cpu = time.process_time() - py0
                 result.jvm_cpu = jvm_cpu() - jvm0
