@@ -60,6 +60,7 @@ def _driver(root: Path, how: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=root,
     )
 
 
