@@ -3,9 +3,10 @@
 A dataset's identity is its OpenLineage (namespace, name), as the naming spec defines them:
 `postgres://host:port` + `db.schema.table`, `hive://host:port` + `db.table`, `kafka://broker:port`
 + topic, `s3://bucket` + key, `file` + absolute path. Every collector (SQL, Spark, OpenLineage,
-configs, probes) and the emitter name datasets through this module, so one dataset is one node
-whichever signal saw it. Two spellings are merged only where the system itself says they are one
-dataset: URI schemes compare case-insensitively (`s3a://`, `s3n://` are `s3://`);
+configs), the privacy targets and the emitter name datasets through this module, so one dataset is
+one node whichever signal saw it (probes take the URNs their code gives). Two spellings are merged
+only where the system itself says they are one dataset: URI schemes compare case-insensitively
+(`s3a://`, `s3n://` are `s3://`; authorities are kept as sent);
 Hive and Spark table names follow SQL identifier rules (`Db.T`, `` `db`.`t` `` and
 `spark_catalog.db.t` are `db.t`); file locations drop a `file:` prefix, trailing slashes and
 Hive-style partition folders (`…/ds=2024-01-01`). A file's format or storage layer (Parquet, Delta,
@@ -56,6 +57,7 @@ __all__ = [
     "location_urn",
     "naming",
     "resolve_node",
+    "set_hive_namespace",
     "split_qualified_name",
     "table_name",
     "table_urn",
