@@ -442,7 +442,7 @@ class _EndHooks:
         self._tracker = tracker
         self._spark = tracker._spark
         self._uncaught: BaseException | None = None
-        self._own_stop = "stop" in vars(self._spark)
+        self._stop_before = vars(self._spark).get("stop")  # another wrapper on this session, if any
         session_stop = self._spark.stop
 
         def stop_session(*args: Any, **kwargs: Any) -> Any:
@@ -462,10 +462,10 @@ class _EndHooks:
 
     def remove(self) -> None:
         if vars(self._spark).get("stop") is self._session_stop:
-            if self._own_stop:
-                logger.debug("the session's own stop attribute was wrapped; left wrapped")
-            else:
+            if self._stop_before is None:
                 del self._spark.stop
+            else:
+                self._spark.stop = self._stop_before
         if sys.excepthook == self._excepthook:
             sys.excepthook = self._excepthook_before
         atexit.unregister(self._at_exit)
