@@ -74,12 +74,10 @@ _FALLBACK_KIND = "openlineage.dataset"
 
 # Hadoop's S3 connectors are one store to OpenLineage: its naming spec says `s3://{bucket}`.
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
-# The spec's file-system namespaces (and Hadoop's), after SCHEME_ALIASES.
-FILE_SCHEMES = frozenset(
-    {"file", "hdfs", "viewfs", "s3", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "dbfs"}
-)
 # Object stores name a dataset by its key, which has no leading slash.
 OBJECT_STORES = frozenset({"s3", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs"})
+# The spec's file-system namespaces (and Hadoop's), after SCHEME_ALIASES.
+FILE_SCHEMES = OBJECT_STORES | {"file", "hdfs", "viewfs", "dbfs"}
 _TABLE_SYSTEMS = frozenset(
     {
         "hive", "jdbc", "postgres", "postgresql", "mysql", "mariadb", "sqlserver", "mssql", "oracle",

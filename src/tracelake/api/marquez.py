@@ -161,14 +161,16 @@ def _dataset_urn(service: Tracelake, rest: str, *, fields: int) -> str:
 
 def _job_urn(service: Tracelake, rest: str) -> str:
     positions = service.index().positions
-    namespace, _, name = rest.partition(":")
-    if namespace == TRACELAKE_NAMESPACE and name in positions:
-        return name
     for namespace, name in _splits(rest, 2):
-        urn = job_urn(namespace, name)
+        urn = process_of_job(namespace, name)
         if urn in positions:
             return urn
     raise UnknownNodeError(rest)
+
+
+def process_of_job(namespace: str, name: str) -> str:
+    """The process a Marquez job names: the inverse of `_job_name`."""
+    return name if namespace == TRACELAKE_NAMESPACE else job_urn(namespace, name)
 
 
 def _job_name(process: str) -> tuple[str, str]:

@@ -37,7 +37,15 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from tracelake.api.app import READ, RequestError, get_service
-from tracelake.api.marquez import _dataset_id, _job_id, _job_name, dataset_type, job_type, named_datasets
+from tracelake.api.marquez import (
+    _dataset_id,
+    _job_id,
+    _job_name,
+    dataset_type,
+    job_type,
+    named_datasets,
+    process_of_job,
+)
 from tracelake.graph.index import GraphIndex, UnknownNodeError
 from tracelake.model import as_utc
 from tracelake.names import DatasetName, asset_urn, dataset_of
@@ -413,10 +421,10 @@ class _Catalog:
 
     def require_job(self, namespace: str, name: str) -> str:
         self.require_namespace(namespace)
-        for urn, named in self.job_names.items():
-            if named == (namespace, name):
-                return urn
-        raise _not_found("job", name)
+        urn = process_of_job(namespace, name)
+        if urn not in self.processes:
+            raise _not_found("job", name)
+        return urn
 
     def require_run(self, run_id: str) -> RunRecord:
         with contextlib.suppress(ValueError):

@@ -13,6 +13,7 @@ too, with the line in front of their path.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -37,16 +38,11 @@ def batches_from_log(lines: Iterable[str], source: str) -> Iterator[LineageBatch
         return
     if not first.startswith("[") and _one_value(first):
         # JSON lines: the first line is a whole value, so every line is
-        for number, line in enumerate(_chain(head, lines), 1):
+        for number, line in enumerate(itertools.chain(head, lines), 1):
             if line.strip():
                 yield from _from_line(line, number, source)
         return
-    yield from _from_document("".join(_chain(head, lines)), source)
-
-
-def _chain(head: list[str], rest: Iterator[str]) -> Iterator[str]:
-    yield from head
-    yield from rest
+    yield from _from_document("".join(itertools.chain(head, lines)), source)
 
 
 def _one_value(text: str) -> bool:
