@@ -28,16 +28,15 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tracelake import names
 from tracelake.collect.spark_datasets import Dataset
 from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_action
-from tracelake.collect.spark_listener import ActionCapture, ActionFailure, LineageListener, ListenerQueue
+from tracelake.collect.spark_listener import ActionCapture, ActionFailure, CaptureJournal, ListenerQueue
 from tracelake.collect.sql_relation import Deps, add_dep, column_urn
 from tracelake.model import (
     DECLARED_COLUMNS,
@@ -159,26 +158,19 @@ class SparkTracker:
         self._ended_at: datetime | None = None
         self._status = RUNNING
         self._error_class: str | None = None
-        context = spark.sparkContext
-        self._app_id = str(context.applicationId)
-        self._app_name = str(context.appName)
-        self._user = str(context.sparkUser())
-        self._spark_version = str(spark.version)
-        _learn_home_metastore(spark)
+        facts = _SessionFacts.of(spark)
+        self._app_id, self._app_name, self._user, self._spark_version = facts
         self._stopped = False
         self._edges_before: list[FlowEdge] | None = None  # the job's lineage before this run
-        self._worker = _Worker(self, ingest_interval)
-        self._worker.start()
-        self._listener = LineageListener(self._worker.put, name=self.job, gateway=context._gateway)
+        self._reading = threading.Lock()  # one reader of the journal at a time, absorbing in order
         try:
-            self._jvm_listener = self._attach()
+            self._journal = CaptureJournal(spark)
         except BaseException:
-            self._worker.close(_FLUSH_TIMEOUT)
             if self._owns_store:
                 self._store.close()
             raise
-        leases.reap(self._store)
-        leases.take(self._store, self._run_id, self.process_urn, now=self._started_at)
+        self._worker = _Worker(self, ingest_interval)
+        self._worker.start()  # its first act: reap the leases of dead drivers, take this run's
         self._hooks = _EndHooks(self)
         self._emit("start")
 
@@ -217,8 +209,8 @@ class SparkTracker:
         self._stopped = True
         self._hooks.remove()
         self._drain_bus(_FLUSH_TIMEOUT)
-        self._detach()
-        self._worker.wait_idle(_FLUSH_TIMEOUT)
+        self._journal.close()
+        self._catch_up()
         with self._lock:
             failed = [f for f in self.failures if f.func_name not in _NOT_ACTIONS]
             self._ended_at = utcnow()
@@ -231,6 +223,7 @@ class SparkTracker:
             else:
                 self._status, self._error_class = COMPLETE, None
         self._worker.ingest_now()
+        self._journal.discard()  # while the worker ingests
         self._worker.close(_FLUSH_TIMEOUT)
         try:
             leases.release(self._store, self._run_id)
@@ -257,21 +250,13 @@ class SparkTracker:
         except Exception as error:
             logger.warning("Spark listener bus not drained (%s)", type(error).__name__)
 
-    def _attach(self) -> Any:
-        from pyspark.java_gateway import ensure_callback_server_started
-
-        context = self._spark.sparkContext
-        ensure_callback_server_started(context._gateway)
-        # a JVM-side handle on the proxy: `unregister` needs the very object registered
-        proxy = context._jvm.java.util.Objects.requireNonNull(self._listener)
-        self._spark._jsparkSession.listenerManager().register(proxy)
-        return proxy
-
-    def _detach(self) -> None:
-        try:
-            self._spark._jsparkSession.listenerManager().unregister(self._jvm_listener)
-        except Exception as error:
-            logger.warning("Spark listener not detached (%s)", type(error).__name__)
+    def _catch_up(self) -> bool:
+        """Fold every journalled action into the run; True if the lineage changed."""
+        changed = False
+        with self._reading:
+            for item in self._journal.read():
+                changed = self._absorb(item) or changed
+        return changed
 
     def _absorb(self, item: ActionCapture | ActionFailure) -> bool:
         """Fold one captured action into the run (on the worker thread); True if lineage changed."""
@@ -314,6 +299,14 @@ class SparkTracker:
                 self._emitter.fail(run, batch, self._error_class or "Exception")
         except Exception as error:
             logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
+
+    def _take_lease(self) -> None:
+        """End the runs of drivers found dead and say this one is alive (on the worker thread)."""
+        try:
+            leases.reap(self._store)
+            leases.take(self._store, self._run_id, self.process_urn, now=self._started_at)
+        except Exception as error:
+            logger.warning("lease of Spark run %s not taken (%s)", self._run_id, type(error).__name__)
 
     def _renew_lease(self) -> None:
         """Say the driver is alive (on the worker thread), so its run is not taken for dead."""
@@ -490,18 +483,20 @@ class _EndHooks:
 
 
 class _Worker(threading.Thread):
-    """Analyses captures in order and ingests the run's batch, off the job's and the bus's thread.
+    """Reads the journal, analyses what it holds and ingests the run's batch, off the job's thread.
 
-    Lineage that changed is ingested once `interval` seconds have passed since the last ingest
-    (or the run's start), or at once when asked (`ingest_now`: a flush, the run's end); all the
-    actions in between fold into one ingest of the latest cumulative batch.
+    It looks at the journal every `POLL` seconds; lineage that changed is ingested once
+    `interval` seconds have passed since the last ingest (or the run's start), or at once when
+    asked (`ingest_now`: a flush, the run's end); all the actions in between fold into one
+    ingest of the latest cumulative batch.
     """
+
+    POLL = 0.2
 
     def __init__(self, tracker: SparkTracker, interval: float) -> None:
         super().__init__(name=f"tracelake-spark-{tracker.job}", daemon=True)
         self._tracker = tracker
         self._interval = interval
-        self._queue: deque[ActionCapture | ActionFailure] = deque()
         self._cond = threading.Condition()
         self._busy = False
         self._dirty = False  # an ingest was asked for
@@ -510,11 +505,6 @@ class _Worker(threading.Thread):
         self._last_renewal = time.monotonic()
         self._closing = False
 
-    def put(self, item: ActionCapture | ActionFailure) -> None:
-        with self._cond:
-            self._queue.append(item)
-            self._cond.notify_all()
-
     def ingest_now(self) -> None:
         with self._cond:
             self._dirty = True
@@ -522,9 +512,7 @@ class _Worker(threading.Thread):
 
     def wait_idle(self, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(
-                lambda: not self._queue and not self._busy and not self._dirty, timeout=timeout
-            )
+            return self._cond.wait_for(lambda: not self._busy and not self._dirty, timeout=timeout)
 
     def close(self, timeout: float) -> None:
         self.wait_idle(timeout)
@@ -533,38 +521,34 @@ class _Worker(threading.Thread):
             self._cond.notify_all()
         self.join(timeout)
 
-    def _due(self) -> float | None:
-        """Seconds until changed lineage must be ingested; None when nothing waits."""
+    def _due(self) -> float:
+        """Seconds until changed lineage must be ingested (the interval when nothing changed)."""
         if not self._changed:
-            return None
+            return self._interval
         return max(self._last_ingest + self._interval - time.monotonic(), 0.0)
 
     def _renewal_due(self) -> float:
         return max(self._last_renewal + self._interval - time.monotonic(), 0.0)
 
     def run(self) -> None:
+        self._tracker._take_lease()
         while True:
             with self._cond:
-                due = self._due()
                 self._cond.wait_for(
-                    lambda: self._queue or self._dirty or self._closing or self._due() == 0.0,
-                    timeout=min(due, self._renewal_due()) if due is not None else self._renewal_due(),
+                    lambda: self._dirty or self._closing,
+                    timeout=min(self.POLL, self._due(), self._renewal_due()),
                 )
-                if self._closing and not self._queue and not self._dirty:
+                if self._closing and not self._dirty:
                     return
-                items = list(self._queue)
-                self._queue.clear()
                 self._busy = True
             if self._renewal_due() == 0.0:
                 self._tracker._renew_lease()
                 self._last_renewal = time.monotonic()
             try:
-                changed = False
-                for item in items:
-                    changed = self._tracker._absorb(item) or changed
+                changed = self._tracker._catch_up()
                 with self._cond:
                     self._changed = self._changed or changed
-                    ingest = self._dirty or self._due() == 0.0
+                    ingest = self._dirty or (self._changed and self._due() == 0.0)
                     self._dirty = False
                     if ingest:
                         self._changed = False
@@ -577,6 +561,30 @@ class _Worker(threading.Thread):
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+
+class _SessionFacts(NamedTuple):
+    """What a run records of its Spark application, asked of the JVM once per SparkContext."""
+
+    app_id: str
+    app_name: str
+    user: str
+    spark_version: str
+
+    @classmethod
+    def of(cls, spark: Any) -> _SessionFacts:
+        context = spark.sparkContext
+        known = _SESSION_FACTS.get(id(context))
+        if known is None or known[0] is not context:
+            _learn_home_metastore(spark)
+            facts = cls(
+                str(context.applicationId), str(context.appName), str(context.sparkUser()), str(spark.version)
+            )
+            known = _SESSION_FACTS[id(context)] = (context, facts)
+        return known[1]
+
+
+_SESSION_FACTS: dict[int, tuple[Any, _SessionFacts]] = {}
 
 
 def _learn_home_metastore(spark: Any) -> None:

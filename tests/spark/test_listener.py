@@ -1,33 +1,101 @@
-"""The listener's JSON channel: plan JSON through a file, the same text as `toJSON()`, short or long."""
+"""The capture journal: the JVM listener's lines, read back whole, in order, across segments."""
 
 from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from tests.spark.conftest import Lake
-from tracelake.collect import spark_listener
-from tracelake.collect.spark_listener import JsonChannel
+from tracelake.collect.spark_listener import ActionCapture, ActionFailure, CaptureJournal, ListenerQueue
+from tracelake.collect.spark_plan import all_nodes, expr_preorder
 
 
-@pytest.mark.parametrize("columns", [0, 40])
-def test_json_channel_reads_what_to_json_writes(spark: SparkSession, columns: int) -> None:
-    frame = spark.range(3)
-    for index in range(columns):
-        frame = frame.withColumn(f"c{index}", F.col("id") * index)
-    plan = frame._jdf.queryExecution().analyzed()
-    text = JsonChannel.of(spark.sparkContext._gateway).read(plan.jsonValue())
-    assert text == plan.toJSON()
-    assert (len(text) > 8192) == (columns > 0)  # under and over py4j's 8 KB replies
+def _drained(spark: SparkSession, journal: CaptureJournal) -> list[ActionCapture | ActionFailure]:
+    ListenerQueue.of(spark.sparkContext).wait_until_empty(30)
+    return journal.read()
 
 
-def test_a_broken_channel_falls_back_to_the_socket(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    people, out = lake.read("people"), lake.output("out")
+def _current_segment(journal: CaptureJournal) -> Path:
+    return max(Path(journal.directory).iterdir())
 
-    def broken(_self: JsonChannel, _value: object) -> str:
-        raise OSError("disk full")
 
-    monkeypatch.setattr(spark_listener.JsonChannel, "read", broken)
-    edges = lake.edges(lake.run(lambda: people.select("id").write.parquet(out)).batch())
-    assert edges == {("people", "out", None), ("people#id", "out#id", "IDENTITY")}
+def test_a_plan_of_many_columns_reaches_the_store_whole(lake: Lake) -> None:
+    # 40 columns make a plan JSON of over 8 KB, which py4j once sent in stalling pieces
+    people, out = lake.read("people"), lake.output("wide")
+    wide = people.select(*[F.col("id").alias(f"c{i}") for i in range(40)])
+    edges = lake.edges(lake.run(lambda: wide.write.parquet(out)).batch())
+    assert edges == {("people", "wide", None)} | {("people#id", f"wide#c{i}", "IDENTITY") for i in range(40)}
+
+
+def test_segments_roll_over_and_are_read_in_order(spark: SparkSession, lake: Lake) -> None:
+    people = lake.read("people")
+    journal = CaptureJournal(spark, segment_bytes=1)  # every line a segment of its own
+    try:
+        for limit in range(5):
+            people.filter(F.col("id") > limit).count()
+        items = _drained(spark, journal)
+        # the one segment the listener still writes to stays; the ones read to their end are gone
+        assert len(os.listdir(journal.directory)) == 1
+    finally:
+        journal.close()
+        journal.discard()
+    assert not os.path.exists(journal.directory)
+    assert [item.func_name for item in items] == ["count"] * 5
+    literals = [
+        [
+            e.data["value"]
+            for node in all_nodes(item.plan)
+            if node.cls == "Filter"
+            for condition in node.expr_list("condition")
+            for e in expr_preorder(condition)
+            if e.cls == "Literal"
+        ]
+        for item in items
+        if isinstance(item, ActionCapture)
+    ]
+    assert literals == [[str(limit)] for limit in range(5)]
+
+
+def test_a_line_still_being_written_waits_for_the_next_read(spark: SparkSession) -> None:
+    journal = CaptureJournal(spark)
+    try:
+        line = b'{"kind":"failure","func":"collect","at_ms":0,"error_class":"org.example.Boom"}\n'
+        with open(_current_segment(journal), "ab") as segment:
+            segment.write(line[:30])
+            segment.flush()
+            assert journal.read() == []
+            segment.write(line[30:])
+        (failure,) = journal.read()
+    finally:
+        journal.close()
+        journal.discard()
+    assert isinstance(failure, ActionFailure)
+    assert (failure.func_name, failure.error_class) == ("collect", "org.example.Boom")
+
+
+def test_a_capture_that_failed_in_the_jvm_is_counted_and_logged_by_its_class(
+    spark: SparkSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = CaptureJournal(spark)
+    try:
+        with open(_current_segment(journal), "ab") as segment:
+            segment.write(
+                b'{"kind":"error","func":"count","at_ms":0,"error_class":"java.lang.OutOfMemoryError"}\n'
+            )
+            segment.write(b"not json at all\n")
+        with caplog.at_level(logging.WARNING, logger="tracelake.spark"):
+            assert journal.read() == []
+    finally:
+        journal.close()
+        journal.discard()
+    assert journal.errors == 2
+    messages = [r.getMessage() for r in caplog.records if r.name == "tracelake.spark"]
+    assert messages == [
+        "lineage of Spark action 'count' not captured (java.lang.OutOfMemoryError); the action is unaffected",
+        "lineage of Spark action '?' not captured (JSONDecodeError); the action is unaffected",
+    ]

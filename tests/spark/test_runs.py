@@ -111,7 +111,7 @@ def test_a_broken_listener_does_not_break_the_job(
     assert Path(out, "_SUCCESS").exists()
     assert tracker.run.status == "COMPLETE"
     assert tracker.batch().edges == []
-    assert tracker._listener.errors == 2
+    assert tracker._journal.errors == 2
     messages = [r.getMessage() for r in caplog.records if r.name == "tracelake.spark"]
     assert messages and all("RuntimeError" in m for m in messages)
     # the error's text may hold record values: it is never logged

@@ -17,7 +17,6 @@ from typing import Any
 from tracelake.collect.spark_datasets import (
     IN_MEMORY_LEAVES,
     WRAPPER_WRITES,
-    WRITE_COMMANDS,
     Dataset,
     WriteTarget,
     is_command,
@@ -98,14 +97,6 @@ class ActionLineage:
 
 
 # -- which parts of a plan an action's lineage needs ----------------------------------------
-
-
-def worth_capturing(func_name: str, node_name: str) -> bool:
-    """Whether an action whose plan root is `node_name` can have lineage: decided before the
-    plan's JSON is asked for, which is most of a capture's cost."""
-    if func_name == NESTED_WRITE or node_name in WRAPPER_WRITES:
-        return False
-    return not (node_name.endswith("Command") and node_name not in WRITE_COMMANDS)
 
 
 def plan_parts(func_name: str, root: PlanNode) -> tuple[PlanNode | None, PlanNode | None]:

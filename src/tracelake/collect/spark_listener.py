@@ -1,17 +1,24 @@
-"""The py4j `QueryExecutionListener` that captures each Spark action's analyzed plan.
+"""Each Spark action's analyzed plan, captured in the driver's JVM and read back from a journal.
 
-Thin on purpose: on the listener bus's thread it takes the plan's JSON, asks the JVM for the
-few facts the JSON leaves null (a relation's files, a write's path, format and mode, JDBC
-options) with a handful of targeted calls, and hands an `ActionCapture` to its sink. Relation
-facts are cached by the relation's exprIds, so a DataFrame reused by many actions is asked
-about once; JSON comes through a file rather than the socket (see `JsonChannel`). Nothing here
-may fail the user's job: every error is logged — the action and the error class only, never a
-message that could hold record values — and swallowed.
+The listener is Java (`jvm/TracelakeCapture.java`), compiled in the driver's JVM by Janino, the
+compiler Spark ships for its own code generation: no jar to install, and no Python on the
+listener bus. For every action it appends one JSON line to a journal segment in a directory of
+the tracker's own: the plan's `toJSON()`, the facts the JSON leaves null (a relation's files, a
+write's path, format, mode and schema; relations looked at once per DataFrame) and the action's
+timing; a failed action, its exception's class. `CaptureJournal.read` turns new lines into
+`ActionCapture`s and `ActionFailure`s. Before that design, a py4j listener asked the JVM for the
+same facts in 4–14 round trips an action and ran Python on the bus (~5 ms an action); the Java
+one takes ~1 ms, the plan's JSON being most of it.
+
+Segments are bounded (16 MB): the listener closes one before it makes the next, so a segment is
+read to its end and removed once its successor exists. The journal is a hand-over within one
+driver, not a durable log: lineage is durable once the tracker ingests it (`tracelake.spark`).
+Nothing here may fail the user's job: errors are logged by their class only, never a message
+that could hold record values.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -19,19 +26,20 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from importlib import resources
 from typing import Any, ClassVar
 
-from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests, worth_capturing
-from tracelake.collect.spark_plan import NodeRef, PlanNode, Unit, parse_plan, relation_key
+from tracelake.collect.spark_datasets import WRAPPER_WRITES, WRITE_COMMANDS
+from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests
+from tracelake.collect.spark_plan import PlanNode, parse_plan, relation_key
 from tracelake.model import utcnow
 
 logger = logging.getLogger("tracelake.spark")
 
-LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
-_CACHE_LIMIT = 10_000
+_LISTENER_CLASS = "TracelakeCapture"
+_RELATION_KINDS = frozenset({"relation", "v2_relation"})
 
 
 @dataclass(slots=True)
@@ -42,7 +50,7 @@ class ActionCapture:
     plan: PlanNode
     details: Details
     duration_ms: float  # the action's own time, as Spark measured it
-    listener_ms: float  # what capturing it cost on the listener thread
+    listener_ms: float  # what capturing it cost on the listener bus thread
     at: datetime = field(default_factory=utcnow)
 
 
@@ -55,52 +63,132 @@ class ActionFailure:
     at: datetime = field(default_factory=utcnow)
 
 
-Sink = Callable[[ActionCapture | ActionFailure], None]
-JsonOf = Callable[[Any, str], str]
+class CaptureJournal:
+    """One tracker's listener in the JVM and the journal it writes; `read` what is new."""
 
+    _compiled: ClassVar[dict[int, Any]] = {}
+    _compile_lock: ClassVar[threading.Lock] = threading.Lock()
 
-class JsonChannel:
-    """Moves a JVM object's JSON to Python through a file, in two py4j calls.
-
-    py4j writes a reply longer than 8 KB in pieces, and Nagle's algorithm on the JVM's side
-    meeting delayed ACKs on ours stalls each such reply by about 40 ms (measured here: a 13 KB
-    plan took 44 ms through `toJSON()`, one of 3 KB 0.3 ms). So Jackson writes the object's
-    json4s value straight into a file of this channel's own, which Python reads: two round
-    trips (`jsonValue()`, `writeValue`) whatever the size. One channel serves every listener on
-    a JVM (`JsonChannel.of`): listeners run on the listener bus, one at a time, and the lock
-    keeps it so whatever calls them.
-    """
-
-    _shared: ClassVar[dict[int, JsonChannel]] = {}
-    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, gateway: Any) -> None:
-        jvm = gateway.jvm
-        self._dir = tempfile.mkdtemp(prefix="tracelake-spark-")
-        self._path = os.path.join(self._dir, "value.json")
-        self._mapper = getattr(getattr(jvm.org.json4s.jackson, "JsonMethods$"), "MODULE$").mapper()
-        self._file = jvm.java.io.File(self._path)
+    def __init__(self, spark: Any, *, segment_bytes: int | None = None) -> None:
+        self._spark = spark
+        self.directory = tempfile.mkdtemp(prefix="tracelake-spark-")  # private: plans hold literals
+        self.errors = 0
+        self._segment = 0
+        self._offset = 0
         self._lock = threading.Lock()
+        try:
+            self._listener = self._new_listener(spark.sparkContext._gateway)
+            if segment_bytes is not None:
+                self._listener.setSegmentBytes(segment_bytes)
+            self._listener.open(
+                spark._jsparkSession,
+                self.directory,
+                NESTED_WRITE,
+                ",".join(sorted(WRAPPER_WRITES)),
+                ",".join(sorted(WRITE_COMMANDS)),
+            )
+        except BaseException:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise
 
-    @classmethod
-    def of(cls, gateway: Any) -> JsonChannel:
-        """The JVM's shared channel, made on first use and removed when Python exits."""
-        with cls._shared_lock:
-            channel = cls._shared.get(id(gateway))
-            if channel is None:
-                channel = cls._shared[id(gateway)] = cls(gateway)
-                atexit.register(channel.close)
-            return channel
+    def _new_listener(self, gateway: Any) -> Any:
+        """A new listener object in the JVM; its class compiled on first use, once per JVM."""
+        with self._compile_lock:
+            made = self._compiled.get(id(gateway))
+            if made is None:
+                jvm = gateway.jvm
+                compiler = jvm.org.codehaus.janino.SimpleCompiler()
+                compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+                source = resources.files("tracelake.collect").joinpath("jvm", f"{_LISTENER_CLASS}.java")
+                compiler.cook(source.read_text(encoding="utf-8"))
+                listener_class = compiler.getClassLoader().loadClass(_LISTENER_CLASS)
+                constructor = listener_class.getConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+                made = self._compiled[id(gateway)] = (constructor, gateway.new_array(jvm.java.lang.Object, 0))
+        constructor, no_arguments = made
+        return constructor.newInstance(no_arguments)
 
-    def read(self, value: Any) -> str:
-        """The JSON text of a json4s `JValue` living in the JVM."""
+    def read(self) -> list[ActionCapture | ActionFailure]:
+        """The actions journalled since the last read, in the order they ended."""
         with self._lock:
-            self._mapper.writeValue(self._file, value)
-            with open(self._path, encoding="utf-8") as handle:
-                return handle.read()
+            lines: list[bytes] = []
+            while True:
+                path = self._segment_path(self._segment)
+                # a successor exists only once this segment is closed: then it is read to its end
+                complete = os.path.exists(self._segment_path(self._segment + 1))
+                try:
+                    with open(path, "rb") as handle:
+                        handle.seek(self._offset)
+                        data = handle.read()
+                except FileNotFoundError:
+                    data = b""
+                whole = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+                lines.extend(data[:whole].splitlines())
+                self._offset += whole
+                if not complete:
+                    break
+                os.remove(path)
+                self._segment, self._offset = self._segment + 1, 0
+        return [item for item in map(self._item, lines) if item is not None]
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        """Detach the listener: the journal holds all it will (`read` it, then `discard` it)."""
+        try:
+            self._listener.close(self._spark._jsparkSession)
+        except Exception as error:
+            logger.warning("Spark listener not detached (%s)", type(error).__name__)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _segment_path(self, index: int) -> str:
+        return os.path.join(self.directory, f"capture-{index:06d}.jsonl")
+
+    def _item(self, line: bytes) -> ActionCapture | ActionFailure | None:
+        func_name = "?"
+        try:
+            record = json.loads(line)
+            func_name = str(record.get("func"))
+            at = datetime.fromtimestamp(record["at_ms"] / 1000, UTC)
+            kind = record.get("kind")
+            if kind == "failure":
+                return ActionFailure(func_name, str(record.get("error_class")), at)
+            if kind != "success":
+                raise _JvmError(str(record.get("error_class")))
+            for problem in record.get("problems") or ():
+                # one node's details missing costs that node's name, not the action's lineage
+                logger.warning("Spark plan detail of a %s not fetched (%s)", *problem.split(" ", 1))
+            plan = parse_plan(record["plan"])
+            details = _details(func_name, plan, record.get("relations") or {}, record.get("command") or {})
+            return ActionCapture(
+                func_name, plan, details, record["duration_ns"] / 1e6, record["capture_ns"] / 1e6, at
+            )
+        except Exception as error:
+            self.errors += 1
+            cause = error.error_class if isinstance(error, _JvmError) else type(error).__name__
+            logger.warning(
+                "lineage of Spark action %r not captured (%s); the action is unaffected", func_name, cause
+            )
+            return None
+
+
+class _JvmError(Exception):
+    def __init__(self, error_class: str) -> None:
+        super().__init__(error_class)
+        self.error_class = error_class
+
+
+def _details(
+    func_name: str, plan: PlanNode, relations: dict[str, dict[str, Any]], command: dict[str, Any]
+) -> Details:
+    """The journalled facts, by the plan node that needs them."""
+    details: Details = {}
+    for node, kind in detail_requests(func_name, plan):
+        # relations by their exprIds; anything else detail_requests asks of is the root command
+        key = ",".join(map(str, relation_key(node)))
+        found = relations.get(key) if kind in _RELATION_KINDS else command
+        if found:
+            details[node.ref] = {key: str(value) for key, value in found.items()}
+    return details
 
 
 class ListenerQueue:
@@ -147,217 +235,3 @@ class ListenerQueue:
             time.sleep(pause)
             pause = min(pause * 2, 0.01)
         return True
-
-
-class LineageListener:
-    """Implements Spark's QueryExecutionListener over py4j; hands captures to `sink`."""
-
-    def __init__(self, sink: Sink, name: str = "tracelake", gateway: Any = None) -> None:
-        self._sink = sink
-        self._name = name
-        self._relations: dict[tuple[int, ...], dict[str, str]] = {}
-        self._channel: JsonChannel | None = None
-        if gateway is not None:
-            try:
-                self._channel = JsonChannel.of(gateway)
-            except Exception as error:
-                logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
-        self.errors = 0
-
-    # -- QueryExecutionListener -----------------------------------------------------------
-
-    def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
-        started = time.perf_counter()
-        try:
-            capture = self._capture(str(funcName), qe, int(durationNs))
-            if capture is not None:
-                capture.listener_ms = (time.perf_counter() - started) * 1000
-                self._sink(capture)
-        except Exception as error:  # never into Spark: the action has succeeded
-            self.errors += 1
-            logger.warning(
-                "lineage of Spark action %r not captured (%s); the action is unaffected",
-                str(funcName),
-                type(error).__name__,
-            )
-
-    def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
-        try:
-            error_class = str(exception.getClass().getName())
-            self._sink(ActionFailure(str(funcName), error_class))
-        except Exception as error:
-            self.errors += 1
-            logger.warning(
-                "failure of Spark action %r not recorded (%s)", str(funcName), type(error).__name__
-            )
-
-    # py4j forwards these to Python too: `unregister` compares listeners with equals
-    def equals(self, other: Any) -> bool:
-        return other is self
-
-    def hashCode(self) -> int:
-        return id(self) & 0x7FFFFFFF
-
-    def toString(self) -> str:
-        return f"TracelakeListener({self._name})"
-
-    class Java:
-        implements: ClassVar[list[str]] = [LISTENER_INTERFACE]
-
-    # -- capture --------------------------------------------------------------------------
-
-    def _capture(self, func_name: str, qe: Any, duration_ns: int) -> ActionCapture | None:
-        if func_name == NESTED_WRITE:
-            return None  # the command that ran it reports the same write, naming its table
-        analyzed = qe.analyzed()
-        if not worth_capturing(func_name, str(analyzed.nodeName())):
-            return None
-        plan = parse_plan(json.loads(self._json(analyzed, "toJSON")))
-        requests = detail_requests(func_name, plan)
-        details: Details = {}
-        if requests:
-            navigator = _Navigator(analyzed)
-            for node, kind in requests:
-                found = self._details(navigator, node, kind)
-                if found:
-                    details[node.ref] = found
-        return ActionCapture(func_name, plan, details, duration_ns / 1e6, 0.0)
-
-    def _details(self, navigator: _Navigator, node: PlanNode, kind: str) -> dict[str, str]:
-        key = relation_key(node) if kind in ("relation", "v2_relation") else None
-        if key is not None and key in self._relations:
-            return self._relations[key]
-        try:
-            found = _FETCHERS[kind](navigator.node(node.ref), self._json)
-        except Exception as error:
-            # one node's details missing costs that node's name, not the action's lineage
-            logger.warning("Spark plan detail %s not fetched (%s)", kind, type(error).__name__)
-            return {}
-        if key is not None:
-            if len(self._relations) >= _CACHE_LIMIT:
-                self._relations.clear()
-            self._relations[key] = found
-        return found
-
-    def _json(self, value: Any, fallback: str) -> str:
-        """`value`'s JSON (a plan or a data type): through the channel, else its `fallback` method."""
-        channel = self._channel
-        if channel is not None:
-            try:
-                return channel.read(value.jsonValue())
-            except Exception as error:
-                logger.warning("plans will come through the py4j socket (%s)", type(error).__name__)
-                self._channel = None
-        return str(getattr(value, fallback)())
-
-
-class _Navigator:
-    """Reaches plan nodes on the JVM by `NodeRef`, remembering units and leaf lists on the way."""
-
-    def __init__(self, analyzed: Any) -> None:
-        self._units: dict[Unit, Any] = {Unit(): analyzed}
-        self._leaves: dict[Unit, Any] = {}
-
-    def unit(self, unit: Unit) -> Any:
-        found = self._units.get(unit)
-        if found is None:
-            if unit.field is not None and unit.owner is not None:
-                found = getattr(self.node(unit.owner), unit.field)()
-            elif unit.parent is not None and unit.subquery is not None:
-                found = self.unit(unit.parent).subqueriesAll().apply(unit.subquery)
-            else:
-                raise LookupError("a plan unit with no way to reach it")
-            self._units[unit] = found
-        return found
-
-    def node(self, ref: NodeRef) -> Any:
-        root = self.unit(ref.unit)
-        if not ref.path:
-            return root
-        if ref.leaf is not None:
-            leaves = self._leaves.get(ref.unit)
-            if leaves is None:
-                leaves = self._leaves[ref.unit] = root.collectLeaves()
-            return leaves.apply(ref.leaf)
-        node = root
-        for index in ref.path:
-            node = node.children().apply(index)
-        return node
-
-
-# -- what to ask the JVM, per kind of node -------------------------------------------------
-
-
-def _relation(node: Any, _json: JsonOf) -> dict[str, str]:
-    relation = node.relation()
-    cls = str(relation.getClass().getName())
-    if cls.endswith(".HadoopFsRelation"):
-        # HadoopFsRelation prints as its format's short name (`parquet`)
-        return {
-            "type": "files",
-            "format": str(relation.toString()),
-            "paths": str(relation.location().rootPaths().mkString("\n")),
-        }
-    if cls.endswith(".JDBCRelation"):
-        options = relation.jdbcOptions()
-        return {"type": "jdbc", "url": str(options.url()), "table": str(options.tableOrQuery())}
-    return {"type": "other", "class": cls}
-
-
-def _v2_relation(node: Any, _json: JsonOf) -> dict[str, str]:
-    """A DataSource V2 table: files (`useV1SourceList` emptied) or a catalog's table by name."""
-    table = node.table()
-    found = {"type": "v2", "class": str(table.getClass().getName()), "name": str(table.name())}
-    if ".datasources.v2." in found["class"]:  # Spark's own FileTables (ParquetTable, CSVTable…)
-        try:
-            found["paths"] = str(table.paths().mkString("\n"))
-            found["format"] = str(table.formatName()).lower()
-            found["type"] = "files"
-        except Exception:  # not a FileTable after all: keep its name
-            pass
-    return found
-
-
-def _written(node: Any, json_of: JsonOf) -> dict[str, str]:
-    """What every write has: its mode and the schema of what it writes."""
-    return {"mode": str(node.mode().toString()), "schema": json_of(node.query().schema(), "json")}
-
-
-def _short_name(source: Any) -> str:
-    try:
-        return str(source.shortName())
-    except Exception:  # a format that is no DataSourceRegister
-        return str(source.toString()).lower()
-
-
-def _fs_write(node: Any, json_of: JsonOf) -> dict[str, str]:
-    return {
-        **_written(node, json_of),
-        "path": str(node.outputPath().toString()),
-        "format": _short_name(node.fileFormat()),
-    }
-
-
-def _datasource_write(node: Any, json_of: JsonOf) -> dict[str, str]:
-    source = node.dataSource()
-    found = {
-        **_written(node, json_of),
-        "provider": str(source.getClass().getName()),
-        "format": _short_name(source),
-    }
-    options = node.options()
-    # only the options that name the target; credentials are never read
-    for key in ("url", "dbtable", "path"):
-        value = options.get(key)
-        if value.isDefined():
-            found[key] = str(value.get())
-    return found
-
-
-_FETCHERS: dict[str, Callable[[Any, JsonOf], dict[str, str]]] = {
-    "relation": _relation,
-    "v2_relation": _v2_relation,
-    "fs_write": _fs_write,
-    "datasource_write": _datasource_write,
-    "mode": _written,
-}

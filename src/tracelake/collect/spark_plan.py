@@ -318,5 +318,5 @@ def detail_kind(node: PlanNode) -> str | None:
 
 def relation_key(node: PlanNode) -> tuple[int, ...]:
     """A relation's output exprIds: unique in the JVM, so the same DataFrame's relation seen by
-    several actions is asked about once."""
-    return tuple(e.expr_id or -1 for e in node.expr_list("output"))
+    several actions is looked at once (the JVM listener keys what it found by them too)."""
+    return tuple(-1 if e.expr_id is None else e.expr_id for e in node.expr_list("output"))

@@ -1,0 +1,330 @@
+/*
+ * Tracelake's QueryExecutionListener, compiled inside the driver's JVM by Janino (the compiler
+ * Spark ships for its own code generation), so no jar is installed and no Python runs on the
+ * listener bus. For every action it appends one JSON line to a journal segment: the analyzed
+ * plan's toJSON(), the facts that JSON leaves null (a relation's files, a write's path, format,
+ * mode and schema), and the action's timing; a failed action writes its exception's class.
+ * Python reads the segments (tracelake.collect.spark_listener.CaptureJournal). Nothing here may
+ * fail the user's job: every Throwable is caught and written down as its class, never a message.
+ *
+ * Janino compiles Java without generics or lambdas: collections are raw and cast.
+ */
+
+import java.io.File;
+import java.io.FileOutputStream;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation;
+import org.apache.spark.sql.sources.BaseRelation;
+
+public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutionListener {
+
+    private static final int RELATION_CACHE_LIMIT = 10000;
+    private static final Object[] NO_ARGS = new Object[0];
+    private static final Class[] NO_TYPES = new Class[0];
+
+    private final ObjectMapper mapper = new ObjectMapper();
+    // relation details by the relation's output exprIds: a DataFrame read once, used by many
+    // actions, is looked at once
+    private final Map relations = new HashMap();
+    private final Set wrapperWrites = new HashSet();
+    private final Set writeCommands = new HashSet();
+    private String nestedWrite = "";
+    private String directory;
+    private long segmentBytes = 16L << 20;
+    private int segment = 0;
+    private long written = 0;
+    private FileOutputStream out;
+    private boolean closed = false;
+
+    /** Start journalling `session`'s actions into `directory`, skipping what Python's
+     * spark_lineage says moves no data (the sets comma-joined). One py4j call. */
+    public synchronized void open(
+            org.apache.spark.sql.SparkSession session,
+            String directory,
+            String nestedWrite,
+            String wrapperWrites,
+            String writeCommands)
+            throws java.io.IOException {
+        this.directory = directory;
+        this.nestedWrite = nestedWrite;
+        addAll(this.wrapperWrites, wrapperWrites);
+        addAll(this.writeCommands, writeCommands);
+        this.out = new FileOutputStream(segmentFile(0), true);
+        session.listenerManager().register(this);
+    }
+
+    public synchronized void setSegmentBytes(long bytes) {
+        this.segmentBytes = bytes;
+    }
+
+    /** Stop journalling `session`'s actions; what is written stays for Python to read. */
+    public void close(org.apache.spark.sql.SparkSession session) throws java.io.IOException {
+        session.listenerManager().unregister(this);  // outside the lock: the bus may be calling us
+        synchronized (this) {
+            closed = true;
+            if (out != null) {
+                out.close();
+            }
+        }
+    }
+
+    // -- QueryExecutionListener --------------------------------------------------------------
+
+    public synchronized void onSuccess(String funcName, QueryExecution qe, long durationNs) {
+        if (closed || funcName.equals(nestedWrite)) {
+            return;  // the command that ran it reports the same write, naming its table
+        }
+        long started = System.nanoTime();
+        try {
+            LogicalPlan plan = qe.analyzed();
+            String root = plan.nodeName();
+            if (wrapperWrites.contains(root) || (root.endsWith("Command") && !writeCommands.contains(root))) {
+                return;  // DDL, SET, SHOW, temp views: no data moves
+            }
+            String json = plan.toJSON();
+            List problems = new ArrayList();
+            ObjectNode found = mapper.createObjectNode();
+            collectRelations(plan, found, problems);
+            ObjectNode command = writeTarget(plan, problems);
+            ObjectNode line = mapper.createObjectNode();
+            line.put("kind", "success");
+            line.put("func", funcName);
+            line.put("at_ms", System.currentTimeMillis());
+            line.put("duration_ns", durationNs);
+            line.set("relations", found);
+            line.set("command", command);
+            ArrayNode listed = line.putArray("problems");
+            for (int i = 0; i < problems.size(); i++) {
+                listed.add((String) problems.get(i));
+            }
+            line.put("capture_ns", System.nanoTime() - started);
+            // the plan is JSON already: spliced in as text rather than parsed and written again
+            String text = mapper.writeValueAsString(line);
+            write(text.substring(0, text.length() - 1) + ",\"plan\":" + json + "}\n");
+        } catch (Throwable error) {
+            report("error", funcName, error);
+        }
+    }
+
+    public synchronized void onFailure(String funcName, QueryExecution qe, Exception exception) {
+        if (!closed) {
+            report("failure", funcName, exception);
+        }
+    }
+
+    // -- what the JSON leaves null ------------------------------------------------------------
+
+    private void collectRelations(LogicalPlan plan, ObjectNode found, List problems) {
+        ArrayList pending = new ArrayList();
+        pending.add(plan);
+        while (!pending.isEmpty()) {
+            Object item = pending.remove(pending.size() - 1);
+            if (!(item instanceof LogicalPlan)) {
+                continue;
+            }
+            LogicalPlan node = (LogicalPlan) item;
+            String name = node.nodeName();
+            if (name.equals("LogicalRelation") || name.equals("DataSourceV2Relation")) {
+                String key = relationKey(node);
+                try {
+                    ObjectNode details = (ObjectNode) relations.get(key);
+                    if (details == null) {
+                        details = name.equals("LogicalRelation") ? relation((LogicalRelation) node) : v2Relation(node);
+                        if (relations.size() >= RELATION_CACHE_LIMIT) {
+                            relations.clear();
+                        }
+                        relations.put(key, details);
+                    }
+                    found.set(key, details);
+                } catch (Throwable error) {
+                    problems.add("relation " + error.getClass().getName());
+                }
+            }
+            addAll(pending, node.children().iterator());
+            addAll(pending, node.innerChildren().iterator());
+            addAll(pending, node.subqueries().iterator());
+        }
+    }
+
+    private static String relationKey(LogicalPlan node) {
+        StringBuilder key = new StringBuilder();
+        scala.collection.Iterator output = node.output().iterator();
+        while (output.hasNext()) {
+            if (key.length() > 0) {
+                key.append(',');
+            }
+            key.append(((org.apache.spark.sql.catalyst.expressions.Attribute) output.next()).exprId().id());
+        }
+        return key.toString();
+    }
+
+    private ObjectNode relation(LogicalRelation node) {
+        ObjectNode details = mapper.createObjectNode();
+        BaseRelation relation = node.relation();
+        if (relation instanceof HadoopFsRelation) {
+            HadoopFsRelation files = (HadoopFsRelation) relation;
+            details.put("type", "files");
+            details.put("format", files.toString());  // a HadoopFsRelation prints as its format's name
+            details.put("paths", files.location().rootPaths().mkString("\n"));
+        } else if (relation instanceof JDBCRelation) {
+            JDBCRelation jdbc = (JDBCRelation) relation;
+            details.put("type", "jdbc");
+            details.put("url", jdbc.jdbcOptions().url());
+            details.put("table", jdbc.jdbcOptions().tableOrQuery());
+        } else {
+            details.put("type", "other");
+            details.put("class", relation.getClass().getName());
+        }
+        return details;
+    }
+
+    /** A DataSource V2 table: Spark's own file tables by their paths, any other by its name. */
+    private ObjectNode v2Relation(LogicalPlan node) throws Exception {
+        Object table = call(node, "table");
+        ObjectNode details = mapper.createObjectNode();
+        details.put("type", "v2");
+        details.put("class", table.getClass().getName());
+        details.put("name", String.valueOf(call(table, "name")));
+        if (table.getClass().getName().indexOf(".datasources.v2.") >= 0) {
+            try {
+                details.put("paths", ((scala.collection.Seq) call(table, "paths")).mkString("\n"));
+                details.put("format", String.valueOf(call(table, "formatName")).toLowerCase());
+                details.put("type", "files");
+            } catch (Throwable notFileTable) {
+                // keep its name
+            }
+        }
+        return details;
+    }
+
+    /** A write command's target and manner, by what the command offers (each one its own fields). */
+    private ObjectNode writeTarget(LogicalPlan plan, List problems) {
+        ObjectNode details = mapper.createObjectNode();
+        if (!writeCommands.contains(plan.nodeName())) {
+            return details;
+        }
+        try {
+            Object mode = callIfAny(plan, "mode");
+            if (mode != null) {
+                details.put("mode", mode.toString());
+            }
+            Object query = callIfAny(plan, "query");
+            if (query instanceof LogicalPlan) {
+                details.put("schema", ((LogicalPlan) query).schema().json());
+            }
+            Object path = callIfAny(plan, "outputPath");
+            if (path != null) {
+                details.put("path", path.toString());
+            }
+            Object format = callIfAny(plan, "fileFormat");
+            Object source = callIfAny(plan, "dataSource");
+            if (source != null) {
+                details.put("provider", source.getClass().getName());
+                format = source;
+            }
+            if (format != null) {
+                details.put("format", shortName(format));
+            }
+            Object options = callIfAny(plan, "options");
+            if (source != null && options instanceof scala.collection.Map) {
+                // only the options that name the target; credentials are never read
+                String[] keys = {"url", "dbtable", "path"};
+                for (int i = 0; i < keys.length; i++) {
+                    scala.Option value = ((scala.collection.Map) options).get(keys[i]);
+                    if (value.isDefined()) {
+                        details.put(keys[i], String.valueOf(value.get()));
+                    }
+                }
+            }
+        } catch (Throwable error) {
+            problems.add("write " + error.getClass().getName());
+        }
+        return details;
+    }
+
+    private static String shortName(Object format) {
+        if (format instanceof org.apache.spark.sql.sources.DataSourceRegister) {
+            return ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName();
+        }
+        return format.toString().toLowerCase();  // a format that is no DataSourceRegister
+    }
+
+    // -- the journal ---------------------------------------------------------------------------
+
+    private void report(String kind, String funcName, Throwable error) {
+        try {
+            ObjectNode line = mapper.createObjectNode();
+            line.put("kind", kind);
+            line.put("func", funcName);
+            line.put("at_ms", System.currentTimeMillis());
+            line.put("error_class", error == null ? "" : error.getClass().getName());
+            write(mapper.writeValueAsString(line) + "\n");
+        } catch (Throwable ignored) {
+            // the journal itself failing: Python sees the action missing, nothing more to do here
+        }
+    }
+
+    /** One whole line a write call; a segment full is closed before the next is made, so Python
+     * may read a segment to its end once the next one exists. */
+    private void write(String line) throws java.io.IOException {
+        byte[] bytes = line.getBytes(StandardCharsets.UTF_8);
+        if (written > 0 && written + bytes.length > segmentBytes) {
+            out.close();
+            segment += 1;
+            written = 0;
+            out = new FileOutputStream(segmentFile(segment), true);
+        }
+        out.write(bytes);
+        written += bytes.length;
+    }
+
+    private File segmentFile(int index) {
+        return new File(directory, String.format("capture-%06d.jsonl", new Object[] {Integer.valueOf(index)}));
+    }
+
+    // -- small helpers -------------------------------------------------------------------------
+
+    private static Object call(Object target, String method) throws Exception {
+        return target.getClass().getMethod(method, NO_TYPES).invoke(target, NO_ARGS);
+    }
+
+    private static Object callIfAny(Object target, String method) throws Exception {
+        Method found;
+        try {
+            found = target.getClass().getMethod(method, NO_TYPES);
+        } catch (NoSuchMethodException absent) {
+            return null;
+        }
+        return found.invoke(target, NO_ARGS);
+    }
+
+    private static void addAll(Set set, String joined) {
+        String[] parts = joined.split(",");
+        for (int i = 0; i < parts.length; i++) {
+            if (parts[i].length() > 0) {
+                set.add(parts[i]);
+            }
+        }
+    }
+
+    private static void addAll(List list, scala.collection.Iterator items) {
+        while (items.hasNext()) {
+            list.add(items.next());
+        }
+    }
+}
