@@ -1,21 +1,22 @@
 """Runtime lineage of PySpark jobs in one line: `tracelake.spark.track(spark, job="…")`.
 
-`track` attaches a py4j `QueryExecutionListener` to the session (no JVM jar needed) and
-returns a `SparkTracker`: one Run of the Process `spark.job/<job>`. Every action's analyzed
+`track` attaches a `QueryExecutionListener` to the session — Java compiled in the driver's JVM
+(`collect.spark_listener.CaptureJournal`; no jar to install) that journals each action's plan —
+and returns a `SparkTracker`: one Run of the Process `spark.job/<job>`. Every action's analyzed
 plan becomes lineage — datasets read, datasets written, typed column edges — accumulated over
-the run. A single background worker analyses each captured plan as it comes and, at most every
-`ingest_interval` seconds (one) while the lineage changes, hands the run's cumulative
+the run. A single background worker reads the journal every 0.2 s, analyses what is new and, at
+most every `ingest_interval` seconds (one) while the lineage changes, hands the run's cumulative
 `LineageBatch` (observed at the run's start, so each re-observation replaces the run's version in
-the store) to `store.ingest`; the job's own thread only pays for the listener bus. So a finished
-action is durable within about a second whatever becomes of the driver.
+the store) to `store.ingest`; the job's own thread pays nothing per action. So a finished action
+is durable within about a second whatever becomes of the driver.
 
 The run ends at `stop()` (or leaving the `with` block), or where the job never says so
 (`_EndHooks`): `SparkSession.stop()`, the interpreter's exit (an uncaught exception fails the run)
-and SIGTERM (ABORT). Ending waits for the bus, detaches the listener, records the run — FAIL with
-the error class when an exception ended it or an action failed, even one the job caught — ingests
-it and tells the optional emitter. The run holds a lease in the store (`store.leases`), renewed
-every second, so a driver killed outright is found gone by the next tracked run or `tracelake`
-command and its run ended ABORT.
+and SIGTERM (ABORT). Ending waits for the bus, detaches the listener, reads the journal to its
+end, records the run — FAIL with the error class when an exception ended it or an action failed,
+even one the job caught — ingests it and tells the optional emitter. The run holds a lease in the
+store (`store.leases`), renewed every second, so a driver killed outright is found gone by the
+next tracked run or `tracelake` command and its run ended ABORT.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracelake.collect.spark_plan import PlanNode
+from tracelake.collect.spark_plan import Expr, PlanNode
 from tracelake.names import location_urn, split_qualified_name, table_urn
 
 # Leaves that hold data living only in the driver or the job: no asset, no lineage beyond them.
@@ -124,9 +124,17 @@ def schema_columns(schema_json: str | None) -> list[tuple[str, str | None]]:
 # -- reads --------------------------------------------------------------------------------
 
 
+def leaf_output(node: PlanNode) -> list[Expr]:
+    """A leaf's output columns. A Hive-format table's relation keeps them in two fields of its
+    own: its data columns, then its partition columns (the order of its output)."""
+    if node.cls == "HiveTableRelation":
+        return node.attributes("dataCols") + node.attributes("partitionCols")
+    return node.attributes()
+
+
 def read_dataset(node: PlanNode, details: dict[str, str] | None) -> list[Dataset]:
     """The datasets a relation leaf reads (a file relation may have several roots); [] if unknown."""
-    columns = [(e.name, type_name(e.data_type)) for e in node.attributes()]
+    columns = [(e.name, type_name(e.data_type)) for e in leaf_output(node)]
     if node.cls == "LogicalRelation":
         urn = catalog_table_urn(node.data.get("catalogTable"))
         if urn is not None:

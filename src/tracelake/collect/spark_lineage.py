@@ -20,6 +20,7 @@ from tracelake.collect.spark_datasets import (
     Dataset,
     WriteTarget,
     is_command,
+    leaf_output,
     read_dataset,
     schema_columns,
     type_name,
@@ -216,7 +217,7 @@ class _Evaluator:
         return rel
 
     def _leaf(self, node: PlanNode) -> Rel:
-        attrs = _attrs(node.attributes())
+        attrs = _attrs(leaf_output(node))
         cls = node.cls
         if cls == "CTERelationRef":
             definition = self.ctes.get(node.data.get("cteId"))
