@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tracelake.names import location_urn
+
 # (suffix, storage clause): `USING hive` is a Hive-enabled session's default format
 STORAGE = [
     ("hive", "USING hive"),
@@ -61,10 +63,24 @@ SCRIPT = textwrap.dedent(
             shout = f"SELECT key, concat(value, '!') AS shout FROM src_{suffix}"
             spark.sql(f"CREATE TABLE ctas_{suffix} {clause} AS {shout}")
         runs[suffix] = run
+    with open(f"{root}/rows.csv", "w") as rows:
+        rows.write("1,x\\n2,y\\n")
+    with tracelake.spark.track(spark, job="moves", store=store) as run:
+        spark.sql(
+            f"INSERT OVERWRITE DIRECTORY '{root}/dir_ds' USING parquet SELECT * FROM src_hive WHERE key > 1"
+        )
+        spark.sql(
+            f"INSERT OVERWRITE LOCAL DIRECTORY '{root}/dir_hive' STORED AS TEXTFILE "
+            "SELECT key, upper(value) AS v FROM src_hive"
+        )
+        spark.sql("CREATE TABLE loaded (key INT, value STRING) ROW FORMAT DELIMITED FIELDS TERMINATED BY ','")
+        spark.sql(f"LOAD DATA LOCAL INPATH '{root}/rows.csv' INTO TABLE loaded")
+    runs["moves"] = run
     out = {}
     for suffix, run in runs.items():
         batch = run.batch()
         out[suffix] = {
+            "root": root,
             "edges": sorted([e.source, e.target, e.transformation.value if e.transformation else None]
                             for e in batch.edges),
             "writes": batch.processes[0].metadata["writes"],
@@ -134,3 +150,36 @@ def test_a_write_records_its_table_and_whether_it_overwrote(hive_runs: dict[str,
 
 def test_no_write_to_a_hive_table_loses_its_details(hive_runs: dict[str, Any]) -> None:
     assert hive_runs["warnings"] == []
+
+
+def test_directories_and_loaded_files_are_writes(hive_runs: dict[str, Any]) -> None:
+    run = hive_runs["runs"]["moves"]
+    root = run["root"]
+    names = {
+        location_urn(f"{root}/dir_ds"): "dir_ds",
+        location_urn(f"{root}/dir_hive"): "dir_hive",
+        location_urn(f"{root}/rows.csv"): "rows.csv",
+    }
+
+    def short(urn: str) -> str:
+        dataset, _, column = urn.partition("#")
+        name = names.get(dataset, _short(dataset))
+        return f"{name}#{column}" if column else name
+
+    edges = {(short(source), short(target), kind) for source, target, kind in run["edges"]}
+    assert edges == {
+        # INSERT OVERWRITE DIRECTORY … USING parquet SELECT * FROM src_hive WHERE key > 1
+        ("src_hive", "dir_ds", None),
+        ("src_hive#key", "dir_ds#key", "IDENTITY"),
+        ("src_hive#value", "dir_ds#value", "IDENTITY"),
+        ("src_hive#key", "dir_ds#key", "FILTER"),
+        ("src_hive#key", "dir_ds#value", "FILTER"),
+        # INSERT OVERWRITE LOCAL DIRECTORY … STORED AS TEXTFILE SELECT key, upper(value) AS v …
+        ("src_hive", "dir_hive", None),
+        ("src_hive#key", "dir_hive#key", "IDENTITY"),
+        ("src_hive#value", "dir_hive#v", "TRANSFORMATION"),
+        # LOAD DATA LOCAL INPATH 'rows.csv' INTO TABLE loaded: files as they are, no columns
+        ("rows.csv", "loaded", None),
+    }
+    writes = {short(w["dataset"]): w["mode"] for w in run["writes"]}
+    assert writes == {"dir_ds": "Overwrite", "dir_hive": "Overwrite", "loaded": "Append"}

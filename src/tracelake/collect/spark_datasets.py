@@ -193,6 +193,7 @@ _QUERY_CHILD_WRITES = frozenset(
     {
         "InsertIntoHadoopFsRelationCommand",
         "InsertIntoHiveTable",
+        "InsertIntoHiveDirCommand",  # INSERT OVERWRITE [LOCAL] DIRECTORY … STORED AS …
         "AppendData",
         "OverwriteByExpression",
         "OverwritePartitionsDynamic",
@@ -206,9 +207,11 @@ _QUERY_FIELD_WRITES = frozenset(
         "OptimizedCreateHiveTableAsSelectCommand",
     }
 )
+# LOAD DATA [LOCAL] INPATH: files moved into a table, no query
+LOAD_DATA = "LoadDataCommand"
 
-# Every root write_query knows: other commands (DDL, SET, SHOW…) move no data we follow.
-WRITE_COMMANDS = _QUERY_CHILD_WRITES | _QUERY_FIELD_WRITES | {"CreateViewCommand"}
+# Every root that moves data we follow: other commands (DDL, SET, SHOW…) do not.
+WRITE_COMMANDS = _QUERY_CHILD_WRITES | _QUERY_FIELD_WRITES | {"CreateViewCommand", LOAD_DATA}
 
 
 def write_query(root: PlanNode) -> PlanNode | None:
@@ -261,6 +264,11 @@ def _target_dataset(root: PlanNode, details: dict[str, str]) -> Dataset | None:
         urn = catalog_table_urn(table)
         mode = "Overwrite" if root.data.get("overwrite") else "Append"
         return Dataset(urn, "table", {**_table_metadata(table), "mode": mode}) if urn else None
+    if cls == "InsertIntoHiveDirCommand":
+        if "path" not in details:
+            return None
+        mode = "Overwrite" if root.data.get("overwrite") else "Append"
+        return Dataset(location_urn(details["path"]), "files", {"format": "hive", "mode": mode})
     if cls == "CreateViewCommand":
         urn = catalog_table_urn(root.data.get("name"))
         return Dataset(urn, "table", {"type": "view"}) if urn else None
@@ -272,6 +280,16 @@ def _target_dataset(root: PlanNode, details: dict[str, str]) -> Dataset | None:
     table = root.data.get("table") or root.data.get("tableDesc")
     urn = catalog_table_urn(table)
     return Dataset(urn, "table", {**_table_metadata(table), **metadata}) if urn else None
+
+
+def loaded_files(root: PlanNode) -> tuple[Dataset, Dataset] | None:
+    """(the files, the table) of a LOAD DATA command; None if either cannot be named."""
+    table = catalog_table_urn(root.data.get("table"))
+    path = root.data.get("path")
+    if table is None or not isinstance(path, str) or not path:
+        return None
+    mode = "Overwrite" if root.data.get("isOverwrite") else "Append"
+    return Dataset(location_urn(path), "files", {"format": "files"}), Dataset(table, "table", {"mode": mode})
 
 
 def is_command(root: PlanNode) -> bool:

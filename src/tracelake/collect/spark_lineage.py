@@ -16,11 +16,13 @@ from typing import Any
 
 from tracelake.collect.spark_datasets import (
     IN_MEMORY_LEAVES,
+    LOAD_DATA,
     WRAPPER_WRITES,
     Dataset,
     WriteTarget,
     is_command,
     leaf_output,
+    loaded_files,
     read_dataset,
     schema_columns,
     type_name,
@@ -436,6 +438,9 @@ def analyze_action(
     `memory` is the run's exprId → Deps record; it is read and extended.
     """
     result = ActionLineage(func_name)
+    if root.cls == LOAD_DATA:
+        _load(root, result)
+        return result
     command, query = plan_parts(func_name, root)
     if query is None:
         return result
@@ -449,6 +454,18 @@ def analyze_action(
         result.notes.append(f"{command.cls}: a write whose target Tracelake cannot name; inputs only")
     evaluator.evaluate(query)
     return result
+
+
+def _load(root: PlanNode, result: ActionLineage) -> None:
+    """LOAD DATA moves files into a table as they are: a table-level edge, no columns to trace."""
+    found = loaded_files(root)
+    if found is None:
+        result.notes.append(f"{root.cls}: files loaded into a table Tracelake cannot name")
+        return
+    files, table = found
+    result.reads[files.urn] = files
+    result.writes[table.urn] = table
+    add_dep(result.edges, (files.urn, table.urn, None), Confidence.HIGH)
 
 
 def _write(

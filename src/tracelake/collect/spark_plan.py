@@ -291,12 +291,13 @@ def all_nodes(root: PlanNode) -> Iterator[PlanNode]:
 # Writes whose target, mode or format are nulls in the JSON.
 _FS_WRITE = "InsertIntoHadoopFsRelationCommand"
 _DATASOURCE_WRITE = "SaveIntoDataSourceCommand"
-_TABLE_WRITES = frozenset(
+_OTHER_WRITES = frozenset(
     {
         "CreateDataSourceTableAsSelectCommand",
         "CreateHiveTableAsSelectCommand",
         "OptimizedCreateHiveTableAsSelectCommand",
         "InsertIntoHiveTable",
+        "InsertIntoHiveDirCommand",  # its directory is in `storage`, which the JSON leaves null
     }
 )
 
@@ -311,7 +312,7 @@ def detail_kind(node: PlanNode) -> str | None:
         return "fs_write"
     if node.cls == _DATASOURCE_WRITE:
         return "datasource_write"
-    if node.cls in _TABLE_WRITES:
+    if node.cls in _OTHER_WRITES:
         return "mode"
     return None
 

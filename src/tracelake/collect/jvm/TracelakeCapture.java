@@ -228,6 +228,11 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
                 details.put("schema", ((LogicalPlan) query).schema().json());
             }
             Object path = callIfAny(plan, "outputPath");
+            Object storage = callIfAny(plan, "storage");  // a directory's: INSERT OVERWRITE DIRECTORY
+            if (path == null && storage != null) {
+                scala.Option location = (scala.Option) callIfAny(storage, "locationUri");
+                path = location != null && location.isDefined() ? location.get() : null;
+            }
             if (path != null) {
                 details.put("path", path.toString());
             }
