@@ -5,7 +5,7 @@ copied): four jobs, 29 actions per pass as the listener sees them (14 writes: `s
 a partitioned parquet dataset; 14 reads: 13 counts and an aggregate `first()`; one temp view),
 55 SQL executions counting the nested ones. Raw data are generated once; then passes run in
 one process on one Spark session, alternating untracked and tracked, after warm-up passes of
-both kinds (JIT, the py4j callback server, the Python UDF workers). Within each pair the order
+both kinds (JIT, the Python UDF workers). Within each pair the order
 flips (untracked first, then tracked first, …) so a slow drift of the machine does not land on
 one side.
 
