@@ -10,7 +10,7 @@ from typing import Any
 
 from tracelake.collect.spark_datasets import jdbc_url, jdbc_urn
 from tracelake.collect.spark_lineage import analyze_action, detail_requests
-from tracelake.collect.spark_plan import NodeRef, Unit, parse_plan
+from tracelake.collect.spark_plan import all_nodes, parse_plan, preorder
 from tracelake.names import location_urn
 
 CATALYST = "org.apache.spark.sql.catalyst"
@@ -79,22 +79,20 @@ def test_jdbc_urls_lose_credentials_and_properties() -> None:
     assert jdbc_urn("jdbc:mysql://h/db", "(SELECT * FROM t) SPARK_GEN_SUBQ_0").endswith("/query")
 
 
-def test_subqueries_are_numbered_like_subqueries_all() -> None:
-    """First-level subqueries in tree order, then the ones nested in them (Spark's order)."""
+def test_subqueries_hang_on_the_node_whose_expression_holds_them() -> None:
+    """Each subquery plan once, on the node it is written in: one nested in a subquery, on that."""
     nested = call("Exists", plan=[local(("n", 9))])
     scalar_plan = [plan_node("Filter", 1, condition=nested, child=0), local(("s", 8))]
     condition = call("And", call("ScalarSubquery", plan=scalar_plan), call("Exists", plan=[local(("e", 7))]))
     root = parse_plan([plan_node("Filter", 1, condition=condition, child=0), table("users", ("id", 1))])
 
-    main = Unit()
-    assert root.ref == NodeRef(main, None, ())
-    assert root.children[0].ref == NodeRef(main, 0, (0,))
     scalar, exists = root.subqueries
-    assert scalar.ref.unit == Unit(parent=main, subquery=0)
-    assert exists.ref.unit == Unit(parent=main, subquery=1)
-    inner = scalar.subqueries[0]
-    assert inner.ref.unit == Unit(parent=main, subquery=2)
-    assert scalar.children[0].ref == NodeRef(scalar.ref.unit, 0, (0,))
+    assert [n.cls for n in preorder(scalar)] == ["Filter", "LocalRelation"]
+    assert [n.cls for n in preorder(exists)] == ["LocalRelation"]
+    assert root.children[0].subqueries == [] and exists.subqueries == []
+    (inner,) = scalar.subqueries
+    assert [n.cls for n in preorder(inner)] == ["LocalRelation"]
+    assert len(list(all_nodes(root))) == 6  # Filter, users; Filter, s; e; n
 
 
 def test_catalog_tables_need_no_jvm_details() -> None:

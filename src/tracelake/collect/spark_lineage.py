@@ -30,12 +30,13 @@ from tracelake.collect.spark_datasets import (
     write_target,
 )
 from tracelake.collect.spark_expressions import ExpressionWalker, Scope
-from tracelake.collect.spark_plan import Expr, NodeRef, PlanNode, all_nodes, detail_kind, relation_key
+from tracelake.collect.spark_plan import Expr, PlanNode, all_nodes, detail_kind, relation_key
 from tracelake.collect.sql_relation import Deps, T, add_composed, add_dep, column_urn
 from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
 
 EdgeKey = tuple[str, str, Transformation | None]
-Details = dict[NodeRef, dict[str, str]]
+# What the JVM journalled for the plan nodes that need it, by `id()` of the node in the parsed plan
+Details = dict[int, dict[str, str]]
 
 # Nested writes a command runs for itself (`DataSource.writeAndRead` inside CTAS and
 # saveAsTable): the command's own event names the table, this one only its directory.
@@ -229,7 +230,7 @@ class _Evaluator:
                 for attr, source in zip(attrs, definition.attrs, strict=False):
                     _set(rel, attr, definition.column_deps(source))
                 return rel
-        datasets = read_dataset(node, self.details.get(node.ref))
+        datasets = read_dataset(node, self.details.get(id(node)))
         if datasets:
             rel = Rel(attrs, {}, {}, {d.urn for d in datasets})
             for dataset in datasets:
@@ -445,10 +446,10 @@ def analyze_action(
     if query is None:
         return result
     evaluator = _Evaluator(details, {} if memory is None else memory, result)
-    target = write_target(command, details.get(command.ref)) if command is not None else None
+    target = write_target(command, details.get(id(command))) if command is not None else None
     _mark_fitting(evaluator, target, query)
     if target is not None:
-        _write(evaluator, target, details.get(root.ref) or {}, result)
+        _write(evaluator, target, details.get(id(root)) or {}, result)
         return result
     if command is not None:
         result.notes.append(f"{command.cls}: a write whose target Tracelake cannot name; inputs only")

@@ -187,7 +187,7 @@ def _details(
         key = ",".join(map(str, relation_key(node)))
         found = relations.get(key) if kind in _RELATION_KINDS else command
         if found:
-            details[node.ref] = {key: str(value) for key, value in found.items()}
+            details[id(node)] = {key: str(value) for key, value in found.items()}
     return details
 
 

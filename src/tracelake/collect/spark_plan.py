@@ -1,14 +1,12 @@
-"""Spark's analyzed-plan JSON (`LogicalPlan.toJSON`) as a tree, and where each node sits in the JVM.
+"""Spark's analyzed-plan JSON (`LogicalPlan.toJSON`) as a tree of plan nodes and expressions.
 
 `toJSON` writes a plan as a pre-order list of nodes, each with its `class`, `num-children` and
 constructor fields; fields that are expressions are nested pre-order lists of their own, and a
 subquery's plan (or a command's `query` that is not a child) is a nested plan list. This module
-rebuilds those trees without recursion (machine-written plans nest deeper than Python's stack)
-and gives every plan node a `NodeRef`: how the listener reaches the same node on the JVM side
-(the analyzed plan, a command's query field, or entry *j* of `subqueriesAll()`, then a leaf of
-`collectLeaves()` or a path of child indices). Some fields are not serialisable and come out
-null (a relation's files, a write's output path): `detail_kind` says which nodes need those
-fetched over py4j. Pure Python, so it runs on captured JSON in tests too.
+rebuilds those trees without recursion (machine-written plans nest deeper than Python's stack).
+Some fields are not serialisable and come out null (a relation's files, a write's output path):
+`detail_kind` says which nodes need those, which the JVM listener journals beside the plan.
+Pure Python, so it runs on captured JSON in tests too.
 """
 
 from __future__ import annotations
@@ -69,38 +67,17 @@ class Expr:
         return self.data.get("dataType")
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A plan tree the JVM hands over in one step: the analyzed plan (no parent), a plan-valued
-    field of a node (`owner`.`field`), or entry `subquery` of the parent unit's `subqueriesAll()`."""
-
-    parent: Unit | None = None
-    owner: NodeRef | None = None
-    field: str | None = None
-    subquery: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRef:
-    """How to reach a node from its unit's root: leaf `leaf` of `collectLeaves()`, else `path`."""
-
-    unit: Unit
-    leaf: int | None = None
-    path: tuple[int, ...] = ()
-
-
 @dataclass(eq=False, slots=True)
 class PlanNode:
     cls: str
     full_cls: str
     data: dict[str, Any]
-    ref: NodeRef
     children: list[PlanNode] = field(default_factory=list)
     # expression-valued fields, as Expr trees; a Seq field is a list (of lists, for Seq[Seq[…]])
     exprs: dict[str, Any] = field(default_factory=dict)
     # plan-valued fields that are not children (a command's `query`, a view's `plan`)
     plans: dict[str, PlanNode] = field(default_factory=dict)
-    subqueries: list[PlanNode] = field(default_factory=list)  # in this node's `subqueries` order
+    subqueries: list[PlanNode] = field(default_factory=list)  # in its expressions' order
 
     def expr(self, name: str) -> Expr | None:
         value = self.exprs.get(name)
@@ -170,34 +147,20 @@ def _build(items: list[dict[str, Any]], make: Callable[[dict[str, Any]], Any]) -
 
 
 class _Parser:
-    """Builds plan and expression trees, giving each plan node its JVM `NodeRef`."""
+    """Builds plan and expression trees."""
 
-    def plan(self, items: list[dict[str, Any]], unit: Unit) -> PlanNode:
+    def plan(self, items: list[dict[str, Any]]) -> PlanNode:
         nodes: list[PlanNode] = []
 
         def make(item: dict[str, Any]) -> PlanNode:
-            node = PlanNode(short_name(item["class"]), item["class"], item, NodeRef(unit))
+            node = PlanNode(short_name(item["class"]), item["class"], item)
             nodes.append(node)
             return node
 
         root: PlanNode = _build(items, make)
-        self._place(root, unit)
         for node in nodes:
             self._fields(node)
         return root
-
-    def _place(self, root: PlanNode, unit: Unit) -> None:
-        """Pre-order leaves are `collectLeaves()` order; inner nodes keep their child path."""
-        leaf_index = 0
-        stack: list[tuple[PlanNode, tuple[int, ...]]] = [(root, ())]
-        while stack:
-            node, path = stack.pop()
-            if node.children:
-                node.ref = NodeRef(unit, None, path)
-                stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(node.children))))
-            else:
-                node.ref = NodeRef(unit, leaf_index, path)
-                leaf_index += 1
 
     def _fields(self, node: PlanNode) -> None:
         for name, value in node.data.items():
@@ -207,8 +170,7 @@ class _Parser:
                 if is_expression_class(value[0]["class"]):
                     node.exprs[name] = self.expression(value, node)
                 else:
-                    unit = Unit(parent=node.ref.unit, owner=node.ref, field=name)
-                    node.plans[name] = self.plan(value, unit)
+                    node.plans[name] = self.plan(value)
             elif isinstance(value, list) and any(isinstance(v, list) for v in value):
                 node.exprs[name] = self._expression_seq(value, node)
 
@@ -226,53 +188,18 @@ class _Parser:
             expr = Expr(short_name(item["class"]), item)
             nested = item.get("plan")
             if _is_node_list(nested) and not is_expression_class(nested[0]["class"]):
-                # a subquery: its unit is fixed later, once the whole tree's order is known
-                expr.plan = self.plan(nested, Unit())
+                expr.plan = self.plan(nested)  # a subquery
                 holder.subqueries.append(expr.plan)
             return expr
 
         return _build(items, make)
 
 
-def _renumber(root: PlanNode, unit: Unit) -> None:
-    """Give a plan (and the plans nested in it) its final unit, now that the unit is known."""
-    for node in preorder(root):
-        node.ref = NodeRef(unit, node.ref.leaf, node.ref.path)
-        for name, plan in node.plans.items():
-            _renumber(plan, Unit(parent=unit, owner=node.ref, field=name))
-        # subqueries keep their own units, assigned by `_assign_subqueries`
-
-
-def _subqueries_all(root: PlanNode) -> list[PlanNode]:
-    """Spark's `subqueriesAll`: first-level subqueries in tree pre-order, then theirs, recursively."""
-    first = [sub for node in preorder(root) for sub in node.subqueries]
-    out = list(first)
-    for sub in first:
-        out.extend(_subqueries_all(sub))
-    return out
-
-
-def _assign_subqueries(root: PlanNode, unit: Unit) -> None:
-    for index, sub in enumerate(_subqueries_all(root)):
-        _renumber(sub, Unit(parent=unit, subquery=index))
-    for node in preorder(root):
-        for plan in node.plans.values():
-            _assign_subqueries(plan, plan.ref.unit)
-    for sub in _subqueries_all(root):
-        for node in preorder(sub):
-            for plan in node.plans.values():
-                _assign_subqueries(plan, plan.ref.unit)
-
-
 def parse_plan(items: list[dict[str, Any]]) -> PlanNode:
     """The analyzed plan of `LogicalPlan.toJSON()` (already decoded) as a tree of `PlanNode`s."""
     if not items:
         raise ValueError("an empty plan")
-    main = Unit()
-    root = _Parser().plan(items, main)
-    _renumber(root, main)
-    _assign_subqueries(root, main)
-    return root
+    return _Parser().plan(items)
 
 
 def all_nodes(root: PlanNode) -> Iterator[PlanNode]:
