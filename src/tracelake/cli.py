@@ -30,7 +30,8 @@ from tracelake.model import Confidence, Signal
 from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
-from tracelake.store import LineageStore, leases
+from tracelake.spark import recover as spark_recover
+from tracelake.store import LineageStore
 from tracelake.temporal.operations import EntityError
 from tracelake.views import EdgeView, GraphView
 
@@ -97,14 +98,9 @@ DbOption = Annotated[
 
 def open_service(db: str | None) -> Tracelake:
     store = LineageStore(db)
-    # runs whose Spark driver died without a word are ended (ABORT) before anything reads them
-    for lease in leases.reap(store):
-        err.print(
-            f"[yellow]note:[/yellow] run {lease.run_id} of {lease.process_urn} ended ABORT: its driver "
-            f"(pid {lease.pid} on {lease.host}) was last heard from at {lease.heard_at.isoformat()}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    # runs whose Spark driver died before storing them are stored and ended before anything reads them
+    for found in spark_recover(store):
+        err.print(f"[yellow]note:[/yellow] {found.describe()}", highlight=False, soft_wrap=True)
     return Tracelake(store)
 
 

@@ -1,22 +1,26 @@
 """Runtime lineage of PySpark jobs in one line: `tracelake.spark.track(spark, job="…")`.
 
 `track` attaches a `QueryExecutionListener` to the session — Java compiled in the driver's JVM
-(`collect.spark_listener.CaptureJournal`; no jar to install) that journals each action's plan —
-and returns a `SparkTracker`: one Run of the Process `spark.job/<job>`. Every action's analyzed
-plan becomes lineage — datasets read, datasets written, typed column edges — accumulated over
-the run. A single background worker reads the journal every 0.2 s, analyses what is new and, at
-most every `ingest_interval` seconds (one) while the lineage changes, hands the run's cumulative
-`LineageBatch` (observed at the run's start, so each re-observation replaces the run's version in
-the store) to `store.ingest`; the job's own thread pays nothing per action. So a finished action
-is durable within about a second whatever becomes of the driver.
+(`collect.spark_listener.CaptureJournal`; no jar to install) that journals each action's plan
+the moment the action ends — and returns a `SparkTracker`: one Run of the Process
+`spark.job/<job>` (`collect.spark_run.RunRecord`). Every action's analyzed plan becomes lineage
+— datasets read, datasets written, typed column edges — accumulated over the run.
+
+When lineage is durable: an action's journal line is written (one `write`, so it survives the
+driver's death, SIGKILL included) as Spark tells its listeners, milliseconds after the action
+ends, and synced to disk within about a second (`collect.spark_journal`). A background worker
+reads the journal every 0.2 s, analyses what is new, and stores the run's cumulative batch every
+`ingest_interval` seconds (ten) while it changes, and at the run's end; the job's own thread pays
+nothing per action. A driver that dies before its run is stored leaves its journal beside the
+store: the next tracked run or `tracelake` command of that store replays it (`recover`) and ends
+the run ABORT, when it was last heard from.
 
 The run ends at `stop()` (or leaving the `with` block), or where the job never says so
 (`_EndHooks`): `SparkSession.stop()`, the interpreter's exit (an uncaught exception fails the run)
 and SIGTERM (ABORT). Ending waits for the bus, detaches the listener, reads the journal to its
 end, records the run — FAIL with the error class when an exception ended it or an action failed,
-even one the job caught — ingests it and tells the optional emitter. The run holds a lease in the
-store (`store.leases`), renewed every second, so a driver killed outright is found gone by the
-next tracked run or `tracelake` command and its run ended ABORT.
+even one the job caught — stores it, removes the journal and tells the optional emitter. A run
+the store would not take at its end keeps its journal (and its outcome) for `recover`.
 """
 
 from __future__ import annotations
@@ -25,47 +29,56 @@ import atexit
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
 from tracelake import names
-from tracelake.collect.spark_datasets import Dataset
-from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_action
-from tracelake.collect.spark_listener import ActionCapture, ActionFailure, CaptureJournal, ListenerQueue
-from tracelake.collect.sql_relation import Deps, add_dep, column_urn
-from tracelake.model import (
-    DECLARED_COLUMNS,
-    Asset,
-    Confidence,
-    Field,
-    FlowEdge,
-    LineageBatch,
-    Process,
-    Run,
-    Signal,
-    Transformation,
-    utcnow,
+from tracelake.collect import spark_journal
+from tracelake.collect.spark_journal import RunHeader
+from tracelake.collect.spark_listener import CaptureJournal, ListenerQueue, parse_lines
+from tracelake.collect.spark_run import (
+    ABORT,
+    COMPLETE,
+    FAIL,
+    PROCESS_PREFIX,
+    RUNNING,
+    ActionRecord,
+    RunRecord,
 )
+from tracelake.model import LineageBatch, Run, utcnow
 from tracelake.store import LineageStore, leases
+
+__all__ = [
+    "ABORT",
+    "COMPLETE",
+    "FAIL",
+    "PROCESS_PREFIX",
+    "RUNNING",
+    "ActionRecord",
+    "Recovered",
+    "SparkTracker",
+    "recover",
+    "track",
+]
 
 logger = logging.getLogger("tracelake.spark")
 
-RUNNING, COMPLETE, FAIL, ABORT = "RUNNING", "COMPLETE", "FAIL", leases.ABORT
-PROCESS_PREFIX = "spark.job/"
 _FLUSH_TIMEOUT = 60.0
-# A finished action's lineage is in the store within about this long, whatever becomes of the
-# driver: one ingest of the run's cumulative batch a second at most (each costs CPU the job's
-# executors share, ~8 ms), however many actions end in it. The run's lease is renewed as often.
-INGEST_INTERVAL = 1.0
-# Failures of analysis (reading a path that does not exist, as existence checks do) are no action
-# that ran: caught by the job, they do not fail its run.
-_NOT_ACTIONS = frozenset({"analyze"})
+# A running job's lineage reaches the store this often at most while it changes (each ingest
+# costs CPU the job's executors share, ~8 ms): the journal, not the store, is what makes a
+# finished action durable, so the store can be told less often.
+INGEST_INTERVAL = 10.0
+# The run's lease says its driver is alive to other hosts sharing the store (`leases.STALE`).
+LEASE_RENEWAL = 30.0
 
 
 class RunEventSink(Protocol):
@@ -76,55 +89,6 @@ class RunEventSink(Protocol):
     def complete(self, run: Run, batch: LineageBatch) -> None: ...
 
     def fail(self, run: Run, batch: LineageBatch, error_class: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ActionRecord:
-    """One action of the run as the tracker saw it."""
-
-    func_name: str
-    at: datetime
-    duration_ms: float  # the action itself, as Spark timed it
-    listener_ms: float  # capturing its plan, on the listener bus thread
-    analysis_ms: float  # turning the plan into lineage, on the worker thread
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-
-
-@dataclass
-class _RunLineage:
-    """Everything the run's actions have shown so far, merged."""
-
-    datasets: dict[str, Dataset] = field(default_factory=dict)
-    reads: dict[str, None] = field(default_factory=dict)
-    writes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
-    in_memory: set[tuple[int, ...]] = field(default_factory=set)
-    notes: dict[str, None] = field(default_factory=dict)
-    memory: dict[int, Deps] = field(default_factory=dict)  # exprId → Deps, across actions
-
-    def absorb(self, lineage: ActionLineage) -> bool:
-        """Merge one action's lineage; True when the run's lineage changed."""
-        before = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
-        for urn, dataset in (*lineage.reads.items(), *lineage.writes.items()):
-            known = self.datasets.get(urn)
-            if known is None:
-                self.datasets[urn] = Dataset(urn, dataset.kind, dict(dataset.metadata), list(dataset.columns))
-                continue
-            known.metadata.update(dataset.metadata)
-            names = {name for name, _ in known.columns}
-            known.columns.extend(c for c in dataset.columns if c[0] not in names)
-        for urn in lineage.reads:
-            self.reads.setdefault(urn)
-        for urn, dataset in lineage.writes.items():
-            self.writes[urn] = {"dataset": urn, **dataset.metadata}
-        for key, confidence in lineage.edges.items():
-            add_dep(self.edges, key, confidence)
-        self.in_memory |= lineage.in_memory
-        for note in lineage.notes:
-            self.notes.setdefault(note)
-        after = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
-        return after != before
 
 
 class SparkTracker:
@@ -143,35 +107,41 @@ class SparkTracker:
             raise ValueError("a tracked Spark job needs a name")
         self.job = job.strip()
         self.process_urn = PROCESS_PREFIX + self.job
-        self.failures: list[ActionFailure] = []
-        self.actions: list[ActionRecord] = []
-        self.analysis_errors = 0
         self.ingests = 0
         self.ingest_ms = 0.0
         self._spark = spark
         self._emitter = emitter
         self._owns_store = not isinstance(store, LineageStore)
         self._store = store if isinstance(store, LineageStore) else LineageStore(store)
-        self._lineage = _RunLineage()
-        self._lock = threading.Lock()
-        self._run_id = str(uuid.uuid4())
-        self._started_at = utcnow()
-        self._ended_at: datetime | None = None
-        self._status = RUNNING
-        self._error_class: str | None = None
         facts = _SessionFacts.of(spark)
-        self._app_id, self._app_name, self._user, self._spark_version = facts
+        header = RunHeader(
+            run_id=str(uuid.uuid4()),
+            job=self.job,
+            process_urn=self.process_urn,
+            started_at=utcnow(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            store=spark_journal.store_label(self._store.url),
+            application_id=facts.app_id,
+            application_name=facts.app_name,
+            user=facts.user,
+            spark_version=facts.spark_version,
+        )
+        self._record = RunRecord(header)
         self._stopped = False
-        self._edges_before: list[FlowEdge] | None = None  # the job's lineage before this run
+        self._stored_at_end = False
         self._reading = threading.Lock()  # one reader of the journal at a time, absorbing in order
+        directory = _journal_directory(self._store, header)
         try:
-            self._journal = CaptureJournal(spark)
+            self._journal = CaptureJournal(spark, directory)
         except BaseException:
+            spark_journal.let_go(header)
+            spark_journal.discard(directory)  # no run began: nothing to recover
             if self._owns_store:
                 self._store.close()
             raise
         self._worker = _Worker(self, ingest_interval)
-        self._worker.start()  # its first act: reap the leases of dead drivers, take this run's
+        self._worker.start()  # its first act: recover what dead drivers left, take this run's lease
         self._hooks = _EndHooks(self)
         self._emit("start")
 
@@ -179,20 +149,23 @@ class SparkTracker:
 
     @property
     def run(self) -> Run:
-        return Run(
-            self._run_id,
-            self.process_urn,
-            started_at=self._started_at,
-            ended_at=self._ended_at,
-            status=self._status,
-            job_id=self._app_id,
-            user=self._user,
-        )
+        return self._record.run
+
+    @property
+    def actions(self) -> list[ActionRecord]:
+        return self._record.actions
+
+    @property
+    def failures(self) -> list[Any]:
+        return self._record.failures
+
+    @property
+    def analysis_errors(self) -> int:
+        return self._record.analysis_errors
 
     def batch(self) -> LineageBatch:
         """The run's cumulative lineage so far, observed at the run's start."""
-        with self._lock:
-            return self._build_batch()
+        return self._record.batch()
 
     def flush(self, timeout: float = _FLUSH_TIMEOUT) -> bool:
         """Wait until every finished action is analysed and ingested; False on timeout."""
@@ -202,9 +175,9 @@ class SparkTracker:
         return self._worker.wait_idle(max(deadline - time.monotonic(), 0.0))
 
     def stop(self, error: BaseException | None = None, *, aborted: bool = False) -> None:
-        """End the run: flush, detach, record it, emit. The run is FAIL with `error`'s class, or
-        with the first failed action's when the job caught it and went on; ABORT when `aborted`
-        (the driver is being terminated); else COMPLETE."""
+        """End the run: flush, detach, record it, store it, emit. The run is FAIL with `error`'s
+        class, or with the first failed action's when the job caught it and went on; ABORT when
+        `aborted` (the driver is being terminated); else COMPLETE."""
         if self._stopped:
             return
         self._stopped = True
@@ -212,25 +185,30 @@ class SparkTracker:
         self._drain_bus(_FLUSH_TIMEOUT)
         self._journal.close()
         self._catch_up()
-        with self._lock:
-            failed = [f for f in self.failures if f.func_name not in _NOT_ACTIONS]
-            self._ended_at = utcnow()
-            if aborted:
-                self._status, self._error_class = ABORT, type(error).__name__ if error is not None else None
-            elif error is not None:
-                self._status, self._error_class = FAIL, type(error).__name__
-            elif failed:
-                self._status, self._error_class = FAIL, failed[0].error_class
-            else:
-                self._status, self._error_class = COMPLETE, None
+        record = self._record
+        record.end(*record.outcome(error, aborted=aborted))
+        spark_journal.write_ending(
+            self._journal.directory, record.status, record.error_class, record.ended_at
+        )
         self._worker.ingest_now()
-        self._journal.discard()  # while the worker ingests
         self._worker.close(_FLUSH_TIMEOUT)
-        try:
-            leases.release(self._store, self._run_id)
-        except Exception as problem:
-            logger.warning("lease of Spark run %s not released (%s)", self._run_id, type(problem).__name__)
-        self._emit("complete" if self._status == COMPLETE else "fail")
+        spark_journal.let_go(record.header)
+        if self._stored_at_end:
+            spark_journal.discard(self._journal.directory)
+            try:
+                leases.release(self._store, record.header.run_id)
+            except Exception as problem:
+                logger.warning(
+                    "lease of Spark run %s not released (%s)", record.header.run_id, type(problem).__name__
+                )
+        else:
+            logger.warning(
+                "Spark run %s of %r not stored; its journal %s keeps it for the next tracelake command",
+                record.header.run_id,
+                self.job,
+                self._journal.directory,
+            )
+        self._emit("complete" if record.status == COMPLETE else "fail")
         if self._owns_store:
             self._store.close()
 
@@ -242,7 +220,7 @@ class SparkTracker:
     ) -> None:
         self.stop(exc)
 
-    # -- listener -------------------------------------------------------------------------
+    # -- on the worker thread -------------------------------------------------------------
 
     def _drain_bus(self, timeout: float) -> None:
         """Wait until Spark has told the listener of every finished action."""
@@ -256,36 +234,8 @@ class SparkTracker:
         changed = False
         with self._reading:
             for item in self._journal.read():
-                changed = self._absorb(item) or changed
+                changed = self._record.absorb(item) or changed
         return changed
-
-    def _absorb(self, item: ActionCapture | ActionFailure) -> bool:
-        """Fold one captured action into the run (on the worker thread); True if lineage changed."""
-        if isinstance(item, ActionFailure):
-            with self._lock:
-                self.failures.append(item)
-            return False
-        started = time.perf_counter()
-        try:
-            lineage = analyze_action(item.func_name, item.plan, item.details, self._lineage.memory)
-        except Exception as error:
-            self.analysis_errors += 1
-            logger.warning(
-                "lineage of Spark action %r not analysed (%s)", item.func_name, type(error).__name__
-            )
-            return False
-        record = ActionRecord(
-            item.func_name,
-            item.at,
-            item.duration_ms,
-            item.listener_ms,
-            (time.perf_counter() - started) * 1000,
-            tuple(lineage.reads),
-            tuple(lineage.writes),
-        )
-        with self._lock:
-            self.actions.append(record)
-            return self._lineage.absorb(lineage)
 
     def _emit(self, event: str) -> None:
         if self._emitter is None:
@@ -297,133 +247,139 @@ class SparkTracker:
             elif event == "complete":
                 self._emitter.complete(run, batch)
             else:
-                self._emitter.fail(run, batch, self._error_class or "Exception")
+                self._emitter.fail(run, batch, self._record.error_class or "Exception")
         except Exception as error:
             logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
 
     def _take_lease(self) -> None:
-        """End the runs of drivers found dead and say this one is alive (on the worker thread)."""
+        """Store what dead drivers left, then say this one is alive."""
         try:
-            leases.reap(self._store)
-            leases.take(self._store, self._run_id, self.process_urn, now=self._started_at)
+            for found in recover(self._store):
+                logger.warning("%s", found.describe())
         except Exception as error:
-            logger.warning("lease of Spark run %s not taken (%s)", self._run_id, type(error).__name__)
+            logger.warning("runs of dead Spark drivers not recovered (%s)", type(error).__name__)
+        header = self._record.header
+        self._lease(
+            "taken",
+            lambda store, run_id: leases.take(store, run_id, header.process_urn, now=header.started_at),
+        )
 
-    def _renew_lease(self) -> None:
-        """Say the driver is alive (on the worker thread), so its run is not taken for dead."""
+    def _lease(self, done: str, act: Callable[[LineageStore, str], None]) -> None:
+        """Take, renew or release the run's lease; a store that says no costs a warning."""
+        run_id = self._record.header.run_id
         try:
-            leases.renew(self._store, self._run_id)
+            act(self._store, run_id)
         except Exception as error:
-            logger.warning("lease of Spark run %s not renewed (%s)", self._run_id, type(error).__name__)
+            logger.warning("lease of Spark run %s not %s (%s)", run_id, done, type(error).__name__)
 
     def _ingest(self) -> None:
-        """Store the run as it stands (on the worker thread)."""
+        """Store the run as it stands; past the bound, drop the journal segments it holds."""
         started = time.perf_counter()
+        read_below = self._journal.segment
+        ended = self._record.status != RUNNING
         try:
-            self._store.ingest(self._store_batch())
+            self._store.ingest(self._record.store_batch(self._store))
         except Exception as error:
             logger.warning("lineage of Spark job %r not stored (%s)", self.job, type(error).__name__)
+        else:
+            self._stored_at_end = ended
+            if self._journal.trim(read_below):
+                self._record.note("journal trimmed: a recovery replays only its newest segments")
         self.ingests += 1
         self.ingest_ms += (time.perf_counter() - started) * 1000
 
-    # -- the batch ------------------------------------------------------------------------
 
-    def _store_batch(self) -> LineageBatch:
-        """The run's batch, as the store should see it.
-
-        A completed run's lineage is the job's lineage: it replaces the version before it. A
-        run still going, or one that failed, may not have reached some of the job's writes
-        (yet, or at all), which is no evidence that the job stopped making them: the job's
-        edges from before the run stay, next to what the run showed.
-        """
-        with self._lock:
-            batch = self._build_batch()
-            complete = self._status == COMPLETE
-        if complete or not batch.processes:
-            return batch
-        if self._edges_before is None:
-            just_before = self._started_at - timedelta(microseconds=1)
-            self._edges_before = [
-                FlowEdge(
-                    e.source,
-                    e.target,
-                    e.process,
-                    Signal.SPARK_RUNTIME,
-                    Confidence(e.confidence),
-                    Transformation(e.transformation) if e.transformation else None,
-                )
-                for e in self._store.edges(as_of=just_before, process=self.process_urn)
-                if e.signal == Signal.SPARK_RUNTIME
-            ]
-        seen = {edge.key for edge in batch.edges}
-        kept = [edge for edge in self._edges_before if edge.key not in seen]
-        return replace(batch, edges=[*batch.edges, *kept])
-
-    def _build_batch(self) -> LineageBatch:
-        state = self._lineage
-        edges = [
-            FlowEdge(source, target, self.process_urn, Signal.SPARK_RUNTIME, confidence, kind)
-            for (source, target, kind), confidence in state.edges.items()
-        ]
-        assets = [Asset(urn, metadata=_asset_metadata(d)) for urn, d in state.datasets.items()]
-        fields: dict[str, str | None] = {}
-        for urn, dataset in state.datasets.items():
-            for name, data_type in dataset.columns:
-                fields.setdefault(column_urn(urn, name.lower()), data_type)
-        for edge in edges:
-            for node in (edge.source, edge.target):
-                if "#" in node:
-                    fields.setdefault(node, None)
-        failed = self._status == FAIL
-        processes = [Process(self.process_urn, name=self.job, kind="spark", metadata=self._metadata())]
-        if failed and not self.actions:
-            processes = []  # a run that did nothing observable must not close the job's lineage
-        return LineageBatch(
-            assets=assets,
-            fields=[Field(urn, data_type=t) for urn, t in fields.items()],
-            processes=processes,
-            runs=[self.run],
-            edges=edges,
-            observed_at=self._started_at,
+def _journal_directory(store: LineageStore, header: RunHeader) -> Path:
+    """A new journal for the run beside the store, or a private temporary one (a store in memory,
+    a place that cannot be written: such a run cannot be recovered, which is said)."""
+    root = spark_journal.journal_root(store.url)
+    try:
+        return spark_journal.make_journal(root, header)
+    except OSError as error:
+        logger.warning(
+            "Spark journal not kept beside the store (%s at %s): a killed driver's run cannot be recovered",
+            type(error).__name__,
+            root,
         )
-
-    def _metadata(self) -> dict[str, Any]:
-        state = self._lineage
-        ended = self._ended_at
-        metadata: dict[str, Any] = {
-            "application_id": self._app_id,
-            "application_name": self._app_name,
-            "spark_version": self._spark_version,
-            "run_id": self._run_id,
-            "status": self._status,
-            "started_at": self._started_at.isoformat(),
-            "actions": len(self.actions),
-            "reads": list(state.reads),
-            "writes": list(state.writes.values()),
-            "in_memory_inputs": len(state.in_memory),
-        }
-        if ended is not None:
-            metadata["ended_at"] = ended.isoformat()
-            metadata["duration_ms"] = round((ended - self._started_at).total_seconds() * 1000, 3)
-        if self._error_class is not None:
-            metadata["error_class"] = self._error_class
-        if self.failures:
-            metadata["failed_actions"] = [
-                {"action": f.func_name, "error_class": f.error_class} for f in self.failures
-            ]
-        if state.notes:
-            metadata["notes"] = list(state.notes)
-        return metadata
+        return spark_journal.make_journal(None, header)
 
 
-def _asset_metadata(dataset: Dataset) -> dict[str, Any]:
-    """What describes the dataset itself (not one write of it: the mode is the run's)."""
-    keep = {
-        k: v
-        for k, v in dataset.metadata.items()
-        if k in ("format", "type", "partitioned_by", "url", DECLARED_COLUMNS)
-    }
-    return {"storage": dataset.kind, **keep}
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A run whose driver died before storing it, ended by `recover`."""
+
+    run_id: str
+    process_urn: str
+    status: str
+    host: str
+    pid: int
+    last_heard: datetime
+    actions: int | None  # replayed from its journal; None when it left none here
+
+    def describe(self) -> str:
+        told = (
+            f"run {self.run_id} of {self.process_urn} ended {self.status}: its driver (pid {self.pid} on "
+            f"{self.host}) was last heard from at {self.last_heard.isoformat()}"
+        )
+        if self.actions is None:
+            return told
+        return f"{told}; {self.actions} action(s) stored from its journal"
+
+
+def recover(store: LineageStore) -> list[Recovered]:
+    """Store what drivers that died left, and end their runs.
+
+    A journal beside the store whose driver (a process of this host) is gone is replayed into
+    its run, which is stored: ABORT, ended when last heard from — or as the driver recorded its
+    end, when it died storing it. Runs whose lease is given up (`leases.find_dead`) without a
+    journal here (another host's) are ended ABORT with the lineage they had stored. One process
+    recovers a journal (it claims it first); one that fails to store it leaves it for the next.
+    """
+    dead = {lease.run_id: lease for lease in leases.find_dead(store)}
+    found: list[Recovered] = []
+    for directory, header in spark_journal.abandoned(spark_journal.journal_root(store.url), store.url):
+        claimed = spark_journal.claim(directory)
+        if claimed is None:
+            continue
+        record = RunRecord(header)
+        reader = spark_journal.SegmentReader(claimed, sync=False)
+        items, errors = parse_lines(reader.read())
+        for item in items:
+            record.absorb(item)
+        if errors:
+            record.note(f"{errors} journalled action(s) unreadable")
+        lease = dead.pop(header.run_id, None)
+        last_heard = max(record.last_heard(), lease.heard_at if lease else header.started_at)
+        ending = spark_journal.read_ending(claimed)
+        if ending is None:
+            record.end(ABORT, None, last_heard)
+        else:
+            record.end(*ending)
+        try:
+            store.ingest(record.store_batch(store))
+            leases.release(store, header.run_id)
+        except Exception as error:
+            logger.warning("journal of Spark run %s not stored (%s)", header.run_id, type(error).__name__)
+            continue
+        spark_journal.discard(claimed)
+        found.append(
+            Recovered(
+                header.run_id,
+                header.process_urn,
+                record.status,
+                header.host,
+                header.pid,
+                last_heard,
+                len(items),
+            )
+        )
+    if dead:
+        leases.abort(store, list(dead.values()))
+        found.extend(
+            Recovered(lease.run_id, lease.process_urn, ABORT, lease.host, lease.pid, lease.heard_at, None)
+            for lease in dead.values()
+        )
+    return found
 
 
 class _EndHooks:
@@ -529,7 +485,7 @@ class _Worker(threading.Thread):
         return max(self._last_ingest + self._interval - time.monotonic(), 0.0)
 
     def _renewal_due(self) -> float:
-        return max(self._last_renewal + self._interval - time.monotonic(), 0.0)
+        return max(self._last_renewal + LEASE_RENEWAL - time.monotonic(), 0.0)
 
     def run(self) -> None:
         self._tracker._take_lease()
@@ -543,7 +499,7 @@ class _Worker(threading.Thread):
                     return
                 self._busy = True
             if self._renewal_due() == 0.0:
-                self._tracker._renew_lease()
+                self._tracker._lease("renewed", leases.renew)
                 self._last_renewal = time.monotonic()
             try:
                 changed = self._tracker._catch_up()

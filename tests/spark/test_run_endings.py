@@ -9,20 +9,25 @@ SIGKILL RUNNING until the next `tracelake` command finds its driver gone and end
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.spark.conftest import Lake
 from tracelake.cli import app
 from tracelake.names import location_urn
+from tracelake.spark import track
 from tracelake.store import LineageStore
+from tracelake.store.schema import from_micros
 
 SCRIPT = textwrap.dedent(
     """
@@ -31,20 +36,24 @@ SCRIPT = textwrap.dedent(
     import tracelake.spark
 
     root, how = sys.argv[1], sys.argv[2]
+    # a driver to be killed: its lineage must come from the journal, not from an ingest it made
+    interval = 3600.0 if how == "wait-unstored" else 10.0
     spark = (
         SparkSession.builder.master("local[1]").appName("endings")
         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    tracelake.spark.track(spark, job="daily_features", store=f"sqlite:///{root}/lineage.db")
+    tracelake.spark.track(
+        spark, job="daily_features", store=f"sqlite:///{root}/lineage.db", ingest_interval=interval
+    )
     spark.createDataFrame([(1, "Ada"), (2, "Linus")], "id int, name string").write.parquet(f"{root}/people")
     spark.read.parquet(f"{root}/people").select("id").write.parquet(f"{root}/ids")
     if how == "stop":
         spark.stop()
     elif how == "raise":
         raise RuntimeError("the job gives up")
-    else:  # wait to be killed
+    else:  # wait to be killed (wait, wait-unstored)
         print("written", flush=True)
         time.sleep(120)
     """
@@ -122,20 +131,91 @@ def test_sigterm_ends_the_run_abort_with_its_lineage(tmp_path: Path) -> None:
     assert [(status, ended) for status, _, ended in runs] == [("ABORT", True)]
 
 
+def _journals(root: Path) -> list[Path]:
+    return sorted((root / "lineage.db.spark-runs").iterdir())
+
+
+def _runs(database: Path) -> dict[str, tuple[str, datetime | None]]:
+    """Each stored run's process: its status and end."""
+    with LineageStore(f"sqlite:///{database}") as store, store.engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT nodes.urn, runs.status, runs.ended_at FROM runs JOIN nodes ON nodes.id = runs.process_id"
+        )
+        return {urn: (status, from_micros(ended) if ended else None) for urn, status, ended in rows}
+
+
 def test_a_driver_killed_outright_loses_nothing_past_a_second(tmp_path: Path) -> None:
-    driver = _driver(tmp_path, "wait")
+    driver = _driver(tmp_path, "wait-unstored")
     _wait_written(driver)
-    time.sleep(2.5)  # the tracker ingests a finished action's lineage within about a second
+    time.sleep(1.0)  # what a kill may lose: the last second
+    killed_at = datetime.now(UTC)
     driver.send_signal(signal.SIGKILL)
     driver.communicate(timeout=60)
 
+    # nothing was stored (the run's first ingest was an hour away): its journal, beside the store,
+    # holds both writes
     edges, runs = _stored(tmp_path)
-    assert _both_writes(tmp_path) <= edges
-    assert [(status, ended) for status, _, ended in runs] == [("RUNNING", False)]
+    assert (edges, runs) == (set(), [])
+    (journal,) = _journals(tmp_path)
+    assert (journal / "run.json").exists()
+    assert journal.stat().st_mode & 0o077 == 0  # plans hold literals: the journal is private
 
-    # the next command finds the driver gone and ends its run, as when it was last heard from
+    # the next command finds the driver gone, stores its journal and ends its run ABORT
     result = CliRunner().invoke(app, ["problems", "--db", f"sqlite:///{tmp_path}/lineage.db"])
     assert result.exit_code == 0, result.output
     assert "ended ABORT: its driver" in result.stderr
-    _, runs = _stored(tmp_path)
+    assert "2 action(s) stored from its journal" in result.stderr
+    edges, runs = _stored(tmp_path)
+    assert _both_writes(tmp_path) <= edges
     assert [(status, ended) for status, _, ended in runs] == [("ABORT", True)]
+    # ended when it was last heard from: its last action, before the kill
+    ended_at = _runs(tmp_path / "lineage.db")["spark.job/daily_features"][1]
+    assert ended_at is not None and ended_at < killed_at
+    assert _journals(tmp_path) == []
+
+    # and only once
+    again = CliRunner().invoke(app, ["problems", "--db", f"sqlite:///{tmp_path}/lineage.db"])
+    assert "ended ABORT" not in again.stderr
+
+
+def test_the_next_tracked_run_stores_what_a_killed_driver_journalled(lake: Lake, tmp_path: Path) -> None:
+    driver = _driver(tmp_path, "wait-unstored")
+    _wait_written(driver)
+    time.sleep(1.0)
+    driver.send_signal(signal.SIGKILL)
+    driver.communicate(timeout=60)
+
+    with track(lake.spark, "next_job", store=f"sqlite:///{tmp_path}/lineage.db"):
+        pass
+    edges, _ = _stored(tmp_path)
+    assert _both_writes(tmp_path) <= edges
+    statuses = {urn: status for urn, (status, _) in _runs(tmp_path / "lineage.db").items()}
+    assert statuses == {"spark.job/daily_features": "ABORT", "spark.job/next_job": "COMPLETE"}
+    assert _journals(tmp_path) == []
+
+
+def test_a_run_its_store_refused_at_the_end_keeps_its_journal_and_its_outcome(
+    lake: Lake, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = tmp_path / "lineage.db"
+    LineageStore(f"sqlite:///{database}").close()
+    people, out = lake.read("people"), lake.output("refused")
+    # a store that takes no write (a real one: SQLite opened read-only) stands for one that is down
+    read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
+    with (
+        caplog.at_level(logging.WARNING, logger="tracelake.spark"),
+        track(lake.spark, "refused", store=read_only) as tracker,
+    ):
+        people.select("id").write.parquet(out)
+    assert tracker.run.status == "COMPLETE"
+    (journal,) = _journals(tmp_path)
+    assert any("keeps it for the next tracelake command" in r.getMessage() for r in caplog.records)
+
+    result = CliRunner().invoke(app, ["problems", "--db", str(database)])
+    assert result.exit_code == 0, result.output
+    assert f"run {tracker.run.run_id} of spark.job/refused ended COMPLETE" in result.stderr
+    with LineageStore(f"sqlite:///{database}") as store:
+        stored = {(lake.short(e.source), lake.short(e.target)) for e in store.edges()}
+    assert _runs(database) == {"spark.job/refused": ("COMPLETE", tracker.run.ended_at)}
+    assert stored == {("people", "refused"), ("people#id", "refused#id")}
+    assert not journal.exists()

@@ -14,8 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from tests.spark.conftest import Lake
-from tracelake import spark as tracelake_spark
-from tracelake.collect import spark_listener
+from tracelake.collect import spark_listener, spark_run
 from tracelake.model import LineageBatch, Run
 from tracelake.spark import track
 from tracelake.store import LineageStore
@@ -124,7 +123,7 @@ def test_a_broken_analysis_does_not_break_the_job(lake: Lake, monkeypatch: pytes
     def broken(*_args: object) -> None:
         raise KeyError("no such operator")
 
-    monkeypatch.setattr(tracelake_spark, "analyze_action", broken)
+    monkeypatch.setattr(spark_run, "analyze_action", broken)
     counts: list[int] = []
     tracker = lake.run(lambda: counts.append(people.count()))
     assert counts == [3]

@@ -10,28 +10,26 @@ timing; a failed action, its exception's class. `CaptureJournal.read` turns new 
 same facts in 4–14 round trips an action and ran Python on the bus (~5 ms an action); the Java
 one takes ~1 ms, the plan's JSON being most of it.
 
-Segments are bounded (16 MB): the listener closes one before it makes the next, so a segment is
-read to its end and removed once its successor exists. The journal is a hand-over within one
-driver, not a durable log: lineage is durable once the tracker ingests it (`tracelake.spark`).
-Nothing here may fail the user's job: errors are logged by their class only, never a message
-that could hold record values.
+The journal is also what makes a run durable before it is stored: `spark_journal` says where
+it lives, how it is synced and bounded, and how a dead driver's journal is found again. Nothing
+here may fail the user's job: errors are logged by their class only, never a message that could
+hold record values.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any, ClassVar
 
 from tracelake.collect.spark_datasets import WRAPPER_WRITES, WRITE_COMMANDS
+from tracelake.collect.spark_journal import TRIM_BYTES, SegmentReader
 from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests
 from tracelake.collect.spark_plan import PlanNode, parse_plan, relation_key
 from tracelake.model import utcnow
@@ -64,32 +62,28 @@ class ActionFailure:
 
 
 class CaptureJournal:
-    """One tracker's listener in the JVM and the journal it writes; `read` what is new."""
+    """One tracker's listener in the JVM and the journal it writes in `directory`; `read` what
+    is new (`spark_journal` says where journals live and how they are read)."""
 
     _compiled: ClassVar[dict[int, Any]] = {}
     _compile_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, spark: Any, *, segment_bytes: int | None = None) -> None:
+    def __init__(self, spark: Any, directory: Path, *, segment_bytes: int | None = None) -> None:
         self._spark = spark
-        self.directory = tempfile.mkdtemp(prefix="tracelake-spark-")  # private: plans hold literals
+        self.directory = directory
         self.errors = 0
-        self._segment = 0
-        self._offset = 0
+        self._reader = SegmentReader(directory)
         self._lock = threading.Lock()
-        try:
-            self._listener = self._new_listener(spark.sparkContext._gateway)
-            if segment_bytes is not None:
-                self._listener.setSegmentBytes(segment_bytes)
-            self._listener.open(
-                spark._jsparkSession,
-                self.directory,
-                NESTED_WRITE,
-                ",".join(sorted(WRAPPER_WRITES)),
-                ",".join(sorted(WRITE_COMMANDS)),
-            )
-        except BaseException:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            raise
+        self._listener = self._new_listener(spark.sparkContext._gateway)
+        if segment_bytes is not None:
+            self._listener.setSegmentBytes(segment_bytes)
+        self._listener.open(
+            spark._jsparkSession,
+            str(directory),
+            NESTED_WRITE,
+            ",".join(sorted(WRAPPER_WRITES)),
+            ",".join(sorted(WRITE_COMMANDS)),
+        )
 
     def _new_listener(self, gateway: Any) -> Any:
         """A new listener object in the JVM; its class compiled on first use, once per JVM."""
@@ -107,28 +101,25 @@ class CaptureJournal:
         constructor, no_arguments = made
         return constructor.newInstance(no_arguments)
 
+    @property
+    def segment(self) -> int:
+        """The segment being read: those below it are read to their end."""
+        return self._reader.segment
+
     def read(self) -> list[ActionCapture | ActionFailure]:
         """The actions journalled since the last read, in the order they ended."""
         with self._lock:
-            lines: list[bytes] = []
-            while True:
-                path = self._segment_path(self._segment)
-                # a successor exists only once this segment is closed: then it is read to its end
-                complete = os.path.exists(self._segment_path(self._segment + 1))
-                try:
-                    with open(path, "rb") as handle:
-                        handle.seek(self._offset)
-                        data = handle.read()
-                except FileNotFoundError:
-                    data = b""
-                whole = data.rfind(b"\n") + 1  # a line still being written waits for the next read
-                lines.extend(data[:whole].splitlines())
-                self._offset += whole
-                if not complete:
-                    break
-                os.remove(path)
-                self._segment, self._offset = self._segment + 1, 0
-        return [item for item in map(self._item, lines) if item is not None]
+            items, errors = parse_lines(self._reader.read())
+            self.errors += errors
+        return items
+
+    def trim(self, stored_below: int) -> bool:
+        """Past `TRIM_BYTES`, remove the segments below `stored_below`: their lineage is stored.
+        True if any was removed."""
+        with self._lock:
+            return self._reader.size() > TRIM_BYTES and self._reader.trim(
+                min(stored_below, self._reader.segment)
+            )
 
     def close(self) -> None:
         """Detach the listener: the journal holds all it will (`read` it, then `discard` it)."""
@@ -137,38 +128,45 @@ class CaptureJournal:
         except Exception as error:
             logger.warning("Spark listener not detached (%s)", type(error).__name__)
 
-    def discard(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _segment_path(self, index: int) -> str:
-        return os.path.join(self.directory, f"capture-{index:06d}.jsonl")
+def parse_lines(lines: list[bytes]) -> tuple[list[ActionCapture | ActionFailure], int]:
+    """Journal lines as captured actions, and how many could not be read (each logged)."""
+    items: list[ActionCapture | ActionFailure] = []
+    errors = 0
+    for line in lines:
+        item = _item(line)
+        if item is None:
+            errors += 1
+        else:
+            items.append(item)
+    return items, errors
 
-    def _item(self, line: bytes) -> ActionCapture | ActionFailure | None:
-        func_name = "?"
-        try:
-            record = json.loads(line)
-            func_name = str(record.get("func"))
-            at = datetime.fromtimestamp(record["at_ms"] / 1000, UTC)
-            kind = record.get("kind")
-            if kind == "failure":
-                return ActionFailure(func_name, str(record.get("error_class")), at)
-            if kind != "success":
-                raise _JvmError(str(record.get("error_class")))
-            for problem in record.get("problems") or ():
-                # one node's details missing costs that node's name, not the action's lineage
-                logger.warning("Spark plan detail of a %s not fetched (%s)", *problem.split(" ", 1))
-            plan = parse_plan(record["plan"])
-            details = _details(func_name, plan, record.get("relations") or {}, record.get("command") or {})
-            return ActionCapture(
-                func_name, plan, details, record["duration_ns"] / 1e6, record["capture_ns"] / 1e6, at
-            )
-        except Exception as error:
-            self.errors += 1
-            cause = error.error_class if isinstance(error, _JvmError) else type(error).__name__
-            logger.warning(
-                "lineage of Spark action %r not captured (%s); the action is unaffected", func_name, cause
-            )
-            return None
+
+def _item(line: bytes) -> ActionCapture | ActionFailure | None:
+    func_name = "?"
+    try:
+        record = json.loads(line)
+        func_name = str(record.get("func"))
+        at = datetime.fromtimestamp(record["at_ms"] / 1000, UTC)
+        kind = record.get("kind")
+        if kind == "failure":
+            return ActionFailure(func_name, str(record.get("error_class")), at)
+        if kind != "success":
+            raise _JvmError(str(record.get("error_class")))
+        for problem in record.get("problems") or ():
+            # one node's details missing costs that node's name, not the action's lineage
+            logger.warning("Spark plan detail of a %s not fetched (%s)", *problem.split(" ", 1))
+        plan = parse_plan(record["plan"])
+        details = _details(func_name, plan, record.get("relations") or {}, record.get("command") or {})
+        return ActionCapture(
+            func_name, plan, details, record["duration_ns"] / 1e6, record["capture_ns"] / 1e6, at
+        )
+    except Exception as error:
+        cause = error.error_class if isinstance(error, _JvmError) else type(error).__name__
+        logger.warning(
+            "lineage of Spark action %r not captured (%s); the action is unaffected", func_name, cause
+        )
+        return None
 
 
 class _JvmError(Exception):

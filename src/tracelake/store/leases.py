@@ -1,11 +1,12 @@
 """Leases of runs in progress, so that a run whose driver died is not left RUNNING for ever.
 
-A tracked Spark driver takes a lease when its run starts (`take`), renews it every second while
-it runs (`renew`) and drops it when the run ends (`release`). A driver killed outright (SIGKILL,
-a lost machine) leaves its lease behind: `reap`, called when the next run is tracked and when
-`tracelake` opens the store, ends the runs of leases whose driver is gone — a process of this host
-that no longer exists, or a lease not renewed for `STALE` — as ABORT (OpenLineage's state for a
-run stopped abnormally), ended when it was last heard from.
+A tracked Spark driver takes a lease when its run starts (`take`), renews it while it runs
+(`renew`, every 30 s) and drops it when the run is stored at its end (`release`). A driver killed
+outright (SIGKILL, a lost machine) leaves its lease behind: `find_dead` finds the leases whose
+driver is gone — a process of this host that no longer exists, or a lease not renewed for
+`STALE` — and `abort` ends their runs as ABORT (OpenLineage's state for a run stopped
+abnormally), ended when last heard from. `tracelake.spark.recover` does both, after storing what
+a dead driver's journal holds, when the next run is tracked and when `tracelake` opens a store.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tracelake.store import schema as s
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import LineageStore
 
-__all__ = ["ABORT", "STALE", "Lease", "reap", "release", "renew", "take"]
+__all__ = ["ABORT", "STALE", "Lease", "abort", "find_dead", "reap", "release", "renew", "take"]
 
 ABORT = "ABORT"
 # A lease from another host (whose processes cannot be asked) is given up after this long unheard.
@@ -64,15 +65,26 @@ def release(store: LineageStore, run_id: str) -> None:
 
 def reap(store: LineageStore, *, now: datetime | None = None) -> list[Lease]:
     """End the runs whose drivers are gone as ABORT; the leases given up."""
+    dead = find_dead(store, now=now)
+    abort(store, dead)
+    return dead
+
+
+def find_dead(store: LineageStore, *, now: datetime | None = None) -> list[Lease]:
+    """The leases whose drivers are gone."""
     now = now or utcnow()
     with store.engine.connect() as conn:
         leases = [
             Lease(row.run_id, row.process_urn, row.host, row.pid, from_micros(row.heard_at))
             for row in conn.execute(sa.select(s.run_leases))
         ]
-    dead = [lease for lease in leases if _gone(lease, now)]
+    return [lease for lease in leases if _gone(lease, now)]
+
+
+def abort(store: LineageStore, dead: list[Lease]) -> None:
+    """End the leases' runs ABORT, when last heard from, and give the leases up."""
     if not dead:
-        return []
+        return
     batch = LineageBatch(
         runs=[Run(lease.run_id, lease.process_urn, ended_at=lease.heard_at, status=ABORT) for lease in dead],
         # the job's node says how its last run ended; its edges (as last ingested) stay as they are
@@ -91,7 +103,6 @@ def reap(store: LineageStore, *, now: datetime | None = None) -> list[Lease]:
         conn.execute(
             sa.delete(s.run_leases).where(s.run_leases.c.run_id.in_([lease.run_id for lease in dead]))
         )
-    return dead
 
 
 def _gone(lease: Lease, now: datetime) -> bool:

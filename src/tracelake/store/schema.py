@@ -126,7 +126,7 @@ sa.Index("ix_openlineage_events_time", openlineage_events.c.event_time)
 sa.Index("ix_openlineage_events_run", openlineage_events.c.run_id)
 sa.Index("ix_openlineage_events_job", openlineage_events.c.job_namespace, openlineage_events.c.job_name)
 
-# Runs in progress and who runs them: a tracked Spark driver renews its lease every second and
+# Runs in progress and who runs them: a tracked Spark driver renews its lease every 30 s and
 # drops it when the run ends; a lease whose driver is gone marks its run ABORT (store/leases.py).
 run_leases = sa.Table(
     "run_leases",
