@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, Protocol
 from tracelake import names
 from tracelake.collect import spark_journal
 from tracelake.collect.spark_journal import RunHeader
-from tracelake.collect.spark_listener import CaptureJournal, ListenerQueue, parse_lines
+from tracelake.collect.spark_listener import ActionFailure, CaptureJournal, ListenerQueue, parse_lines
 from tracelake.collect.spark_run import (
     ABORT,
     COMPLETE,
@@ -156,7 +156,7 @@ class SparkTracker:
         return self._record.actions
 
     @property
-    def failures(self) -> list[Any]:
+    def failures(self) -> list[ActionFailure]:
         return self._record.failures
 
     @property

@@ -157,6 +157,33 @@ def read_dataset(node: PlanNode, details: dict[str, str] | None) -> list[Dataset
     return []
 
 
+# How an RDD of Hadoop input was made (its RDDOperationScope) → the format of its files.
+_RDD_FORMATS = {
+    "textFile": "text",
+    "wholeTextFiles": "text",
+    "binaryFiles": "binary",
+    "sequenceFile": "sequencefile",
+    "objectFile": "sequencefile",
+}
+
+
+def rdd_datasets(details: dict[str, str] | None) -> list[Dataset]:
+    """The files an RDD reads, from the Hadoop inputs the listener found among its ancestors
+    (`textFile(a,b)` reads both); their columns are unknown."""
+    found: dict[str, Dataset] = {}
+    for line in (details or {}).get("sources", "").split("\n"):
+        scope, _, paths = line.partition("\t")
+        for path in paths.split(","):
+            if path.strip() and path != "null":
+                urn = location_urn(path)
+                found.setdefault(urn, Dataset(urn, "files", {"format": _RDD_FORMATS.get(scope, "hadoop")}))
+    return list(found.values())
+
+
+def rdd_ancestors(details: dict[str, str] | None) -> list[int]:
+    return [int(i) for i in (details or {}).get("ancestors", "").split(",") if i]
+
+
 def _relation_datasets(details: dict[str, str], columns: list[tuple[str, str | None]]) -> list[Dataset]:
     kind = details.get("type")
     if kind == "files":

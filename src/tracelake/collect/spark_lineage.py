@@ -23,6 +23,8 @@ from tracelake.collect.spark_datasets import (
     is_command,
     leaf_output,
     loaded_files,
+    rdd_ancestors,
+    rdd_datasets,
     read_dataset,
     schema_columns,
     type_name,
@@ -33,8 +35,17 @@ from tracelake.collect.spark_expressions import ExpressionWalker, Scope
 from tracelake.collect.spark_plan import Expr, PlanNode, all_nodes, detail_kind, relation_key
 from tracelake.collect.sql_relation import Deps, T, add_composed, add_dep, column_urn
 from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
+from tracelake.names import location_urn
 
 EdgeKey = tuple[str, str, Transformation | None]
+# The datasets behind the RDDs `df.rdd` made in a run, by RDD id.
+RddOrigins = dict[int, list[Dataset]]
+# Why an edge through an RDD is MEDIUM: the evidence an edge carries.
+THROUGH_RDD = (
+    "through an RDD: its rows pass through Python functions, so which columns feed which is not known"
+)
+# Leaves holding an RDD's rows (createDataFrame(rdd), rdd.toDF()): their sources are the RDD's.
+RDD_LEAVES = frozenset({"LogicalRDD", "ExternalRDD"})
 # What the JVM journalled for the plan nodes that need it, by `id()` of the node in the parsed plan
 Details = dict[int, dict[str, str]]
 
@@ -98,6 +109,9 @@ class ActionLineage:
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     in_memory: set[tuple[int, ...]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    descriptions: dict[EdgeKey, str] = field(default_factory=dict)  # why an edge is less than sure
+    through_rdd: set[str] = field(default_factory=set)  # datasets read through an RDD…
+    read_directly: set[str] = field(default_factory=set)  # …and read as datasets
 
 
 # -- which parts of a plan an action's lineage needs ----------------------------------------
@@ -134,11 +148,15 @@ def detail_requests(func_name: str, root: PlanNode) -> list[tuple[PlanNode, str]
 
 
 class _Evaluator:
-    """Evaluates the plan trees of one action; `memory` is the run's exprId → Deps record."""
+    """Evaluates the plan trees of one action; `memory` is the run's exprId → Deps record,
+    `origins` the datasets behind RDDs made by `df.rdd` (by RDD id)."""
 
-    def __init__(self, details: Details, memory: dict[int, Deps], result: ActionLineage) -> None:
+    def __init__(
+        self, details: Details, memory: dict[int, Deps], origins: RddOrigins, result: ActionLineage
+    ) -> None:
         self.details = details
         self.memory = memory
+        self.origins = origins
         self.result = result
         self.ctes: dict[Any, Rel] = {}
         self.fitting: set[int] = set()  # Projects whose casts the analyzer added (ids of nodes)
@@ -230,8 +248,16 @@ class _Evaluator:
                 for attr, source in zip(attrs, definition.attrs, strict=False):
                     _set(rel, attr, definition.column_deps(source))
                 return rel
+        if cls in RDD_LEAVES:
+            datasets = rdd_sources(self.details.get(id(node)), self.origins)
+            if datasets:
+                # rows made by Python functions: which column came from which is not known
+                self.result.through_rdd.update(d.urn for d in datasets)
+                self.result.reads.update((d.urn, d) for d in datasets)
+                return Rel(attrs, {}, {}, {d.urn for d in datasets})
         datasets = read_dataset(node, self.details.get(id(node)))
         if datasets:
+            self.result.read_directly.update(d.urn for d in datasets)
             rel = Rel(attrs, {}, {}, {d.urn for d in datasets})
             for dataset in datasets:
                 self.result.reads.setdefault(dataset.urn, dataset)
@@ -432,11 +458,16 @@ def _is_widening(item: Expr) -> bool:
 
 
 def analyze_action(
-    func_name: str, root: PlanNode, details: Details, memory: dict[int, Deps] | None = None
+    func_name: str,
+    root: PlanNode,
+    details: Details,
+    memory: dict[int, Deps] | None = None,
+    origins: RddOrigins | None = None,
 ) -> ActionLineage:
     """The lineage of one action from its parsed plan and the details the listener fetched.
 
-    `memory` is the run's exprId → Deps record; it is read and extended.
+    `memory` is the run's exprId → Deps record; it is read and extended. `origins`: the datasets
+    behind the run's `df.rdd` RDDs, by RDD id.
     """
     result = ActionLineage(func_name)
     if root.cls == LOAD_DATA:
@@ -445,7 +476,7 @@ def analyze_action(
     command, query = plan_parts(func_name, root)
     if query is None:
         return result
-    evaluator = _Evaluator(details, {} if memory is None else memory, result)
+    evaluator = _Evaluator(details, {} if memory is None else memory, origins or {}, result)
     target = write_target(command, details.get(id(command))) if command is not None else None
     _mark_fitting(evaluator, target, query)
     if target is not None:
@@ -455,6 +486,47 @@ def analyze_action(
         result.notes.append(f"{command.cls}: a write whose target Tracelake cannot name; inputs only")
     evaluator.evaluate(query)
     return result
+
+
+def analyze_rdd_write(
+    func_name: str, path: str, file_format: str, sources: dict[str, str], origins: RddOrigins
+) -> ActionLineage:
+    """An RDD saved to files: a table-level edge from each dataset its ancestors read — Hadoop
+    inputs (`textFile`, …) and the DataFrames behind `df.rdd` — MEDIUM, with why."""
+    result = ActionLineage(func_name)
+    target = Dataset(location_urn(path), "files", {"format": file_format})
+    result.writes[target.urn] = target
+    datasets = rdd_sources(sources, origins)
+    for dataset in datasets:
+        result.reads.setdefault(dataset.urn, dataset)
+        result.through_rdd.add(dataset.urn)
+        _add_table_edge(result, dataset.urn, target.urn)
+    if not datasets:
+        result.notes.append(f"{func_name}: an RDD of no dataset Tracelake can name (parallelize?)")
+    if sources.get("complete") == "false":
+        result.notes.append(f"{func_name}: an RDD lineage too long to walk whole; inputs may be missing")
+    return result
+
+
+def rdd_sources(details: dict[str, str] | None, origins: RddOrigins) -> list[Dataset]:
+    """The datasets an RDD's rows come from: Hadoop inputs, and DataFrames turned into RDDs."""
+    found = {d.urn: d for d in rdd_datasets(details)}
+    for rdd_id in rdd_ancestors(details):
+        for dataset in origins.get(rdd_id, ()):
+            found.setdefault(dataset.urn, dataset)
+    return list(found.values())
+
+
+def _add_table_edge(result: ActionLineage, source: str, target: str) -> None:
+    """A table-level edge: sure, unless its rows came through an RDD (then MEDIUM, with why)."""
+    key: EdgeKey = (source, target, None)
+    if source not in result.through_rdd or source in result.read_directly:
+        add_dep(result.edges, key, Confidence.HIGH)
+        result.descriptions.pop(key, None)
+        return
+    add_dep(result.edges, key, Confidence.MEDIUM)
+    if result.edges[key] == Confidence.MEDIUM:
+        result.descriptions[key] = THROUGH_RDD
 
 
 def _load(root: PlanNode, result: ActionLineage) -> None:
@@ -482,7 +554,7 @@ def _write(
     result.writes[dataset.urn] = dataset
     edges = result.edges
     for source in sorted(rel.tables):
-        add_dep(edges, (source, dataset.urn, None), Confidence.HIGH)
+        _add_table_edge(result, source, dataset.urn)
     for attr in rel.attrs:
         target_field = column_urn(dataset.urn, attr.name.lower())
         for (source, kind), confidence in (*rel.column_deps(attr).items(), *rel.indirect.items()):

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tracelake.collect import spark_rdd
 from tracelake.collect.spark_datasets import WRAPPER_WRITES, WRITE_COMMANDS
 from tracelake.collect.spark_journal import TRIM_BYTES, SegmentReader
 from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests
@@ -37,7 +38,7 @@ from tracelake.model import utcnow
 logger = logging.getLogger("tracelake.spark")
 
 _LISTENER_CLASS = "TracelakeCapture"
-_RELATION_KINDS = frozenset({"relation", "v2_relation"})
+_RELATION_KINDS = frozenset({"relation", "v2_relation", "rdd"})
 
 
 @dataclass(slots=True)
@@ -59,6 +60,32 @@ class ActionFailure:
     func_name: str
     error_class: str
     at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True)
+class RddWrite:
+    """An RDD written by PySpark (`saveAsTextFile`, …): its target and its RDD's sources."""
+
+    func_name: str
+    path: str
+    file_format: str
+    sources: dict[str, str]  # what the JVM found: Hadoop inputs, ancestor RDD ids
+    duration_ms: float
+    listener_ms: float
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True)
+class RddOrigin:
+    """`df.rdd`: the RDD `rdd_id` holds the rows of the DataFrame whose plan this is."""
+
+    rdd_id: int
+    plan: PlanNode
+    details: Details
+    at: datetime = field(default_factory=utcnow)
+
+
+Captured = ActionCapture | ActionFailure | RddWrite | RddOrigin
 
 
 class CaptureJournal:
@@ -84,6 +111,7 @@ class CaptureJournal:
             ",".join(sorted(WRAPPER_WRITES)),
             ",".join(sorted(WRITE_COMMANDS)),
         )
+        spark_rdd.attach(spark.sparkContext, self._listener)
 
     def _new_listener(self, gateway: Any) -> Any:
         """A new listener object in the JVM; its class compiled on first use, once per JVM."""
@@ -106,7 +134,7 @@ class CaptureJournal:
         """The segment being read: those below it are read to their end."""
         return self._reader.segment
 
-    def read(self) -> list[ActionCapture | ActionFailure]:
+    def read(self) -> list[Captured]:
         """The actions journalled since the last read, in the order they ended."""
         with self._lock:
             items, errors = parse_lines(self._reader.read())
@@ -123,15 +151,16 @@ class CaptureJournal:
 
     def close(self) -> None:
         """Detach the listener: the journal holds all it will (`read` it, then `discard` it)."""
+        spark_rdd.detach(self._spark.sparkContext, self._listener)
         try:
             self._listener.close(self._spark._jsparkSession)
         except Exception as error:
             logger.warning("Spark listener not detached (%s)", type(error).__name__)
 
 
-def parse_lines(lines: list[bytes]) -> tuple[list[ActionCapture | ActionFailure], int]:
+def parse_lines(lines: list[bytes]) -> tuple[list[Captured], int]:
     """Journal lines as captured actions, and how many could not be read (each logged)."""
-    items: list[ActionCapture | ActionFailure] = []
+    items: list[Captured] = []
     errors = 0
     for line in lines:
         item = _item(line)
@@ -142,7 +171,7 @@ def parse_lines(lines: list[bytes]) -> tuple[list[ActionCapture | ActionFailure]
     return items, errors
 
 
-def _item(line: bytes) -> ActionCapture | ActionFailure | None:
+def _item(line: bytes) -> Captured | None:
     func_name = "?"
     try:
         record = json.loads(line)
@@ -151,13 +180,19 @@ def _item(line: bytes) -> ActionCapture | ActionFailure | None:
         kind = record.get("kind")
         if kind == "failure":
             return ActionFailure(func_name, str(record.get("error_class")), at)
-        if kind != "success":
+        if kind == "rdd_write":
+            sources = {key: str(value) for key, value in record["rdd"].items()}
+            duration, capture = record["duration_ns"] / 1e6, record["capture_ns"] / 1e6
+            return RddWrite(func_name, record["path"], record["format"], sources, duration, capture, at)
+        if kind not in ("success", "rdd_origin"):
             raise _JvmError(str(record.get("error_class")))
         for problem in record.get("problems") or ():
             # one node's details missing costs that node's name, not the action's lineage
             logger.warning("Spark plan detail of a %s not fetched (%s)", *problem.split(" ", 1))
         plan = parse_plan(record["plan"])
         details = _details(func_name, plan, record.get("relations") or {}, record.get("command") or {})
+        if kind == "rdd_origin":
+            return RddOrigin(int(record["rdd_id"]), plan, details, at)
         return ActionCapture(
             func_name, plan, details, record["duration_ns"] / 1e6, record["capture_ns"] / 1e6, at
         )

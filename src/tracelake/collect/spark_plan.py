@@ -235,6 +235,8 @@ def detail_kind(node: PlanNode) -> str | None:
         return "relation"
     if node.cls in ("DataSourceV2Relation", "DataSourceV2ScanRelation") and not node.data.get("identifier"):
         return "v2_relation"
+    if node.cls in ("LogicalRDD", "ExternalRDD"):
+        return "rdd"
     if node.cls == _FS_WRITE:
         return "fs_write"
     if node.cls == _DATASOURCE_WRITE:

@@ -17,8 +17,14 @@ from typing import Any, Protocol
 
 from tracelake.collect.spark_datasets import Dataset
 from tracelake.collect.spark_journal import RunHeader
-from tracelake.collect.spark_lineage import ActionLineage, EdgeKey, analyze_action
-from tracelake.collect.spark_listener import ActionCapture, ActionFailure
+from tracelake.collect.spark_lineage import (
+    ActionLineage,
+    EdgeKey,
+    RddOrigins,
+    analyze_action,
+    analyze_rdd_write,
+)
+from tracelake.collect.spark_listener import ActionFailure, Captured, RddOrigin, RddWrite
 from tracelake.collect.sql_relation import Deps, add_dep, column_urn
 from tracelake.model import (
     DECLARED_COLUMNS,
@@ -73,6 +79,8 @@ class _RunLineage:
     in_memory: set[tuple[int, ...]] = field(default_factory=set)
     notes: dict[str, None] = field(default_factory=dict)
     memory: dict[int, Deps] = field(default_factory=dict)  # exprId → Deps, across actions
+    origins: RddOrigins = field(default_factory=dict)  # what `df.rdd` RDDs hold, by RDD id
+    descriptions: dict[EdgeKey, str] = field(default_factory=dict)
 
     def absorb(self, lineage: ActionLineage) -> bool:
         """Merge one action's lineage; True when the run's lineage changed."""
@@ -91,6 +99,12 @@ class _RunLineage:
             self.writes[urn] = {"dataset": urn, **dataset.metadata}
         for key, confidence in lineage.edges.items():
             add_dep(self.edges, key, confidence)
+            if self.edges[key] == confidence:  # this action's view of the edge is the surest
+                described = lineage.descriptions.get(key)
+                if described:
+                    self.descriptions[key] = described
+                else:
+                    self.descriptions.pop(key, None)
         self.in_memory |= lineage.in_memory
         for note in lineage.notes:
             self.notes.setdefault(note)
@@ -133,15 +147,25 @@ class RunRecord:
         with self._lock:
             self._lineage.notes.setdefault(text)
 
-    def absorb(self, item: ActionCapture | ActionFailure) -> bool:
+    def absorb(self, item: Captured) -> bool:
         """Fold one captured action into the run; True if the run's lineage changed."""
         if isinstance(item, ActionFailure):
             with self._lock:
                 self.failures.append(item)
             return False
         started = time.perf_counter()
+        state = self._lineage
         try:
-            lineage = analyze_action(item.func_name, item.plan, item.details, self._lineage.memory)
+            if isinstance(item, RddOrigin):
+                reads = analyze_action("rdd", item.plan, item.details, state.memory, state.origins).reads
+                state.origins[item.rdd_id] = list(reads.values())
+                return False
+            if isinstance(item, RddWrite):
+                lineage = analyze_rdd_write(
+                    item.func_name, item.path, item.file_format, item.sources, state.origins
+                )
+            else:
+                lineage = analyze_action(item.func_name, item.plan, item.details, state.memory, state.origins)
         except Exception as error:
             self.analysis_errors += 1
             logger.warning(
@@ -225,7 +249,15 @@ class RunRecord:
     def _build_batch(self) -> LineageBatch:
         state = self._lineage
         edges = [
-            FlowEdge(source, target, self.process_urn, Signal.SPARK_RUNTIME, confidence, kind)
+            FlowEdge(
+                source,
+                target,
+                self.process_urn,
+                Signal.SPARK_RUNTIME,
+                confidence,
+                kind,
+                state.descriptions.get((source, target, kind)),
+            )
             for (source, target, kind), confidence in state.edges.items()
         ]
         assets = [Asset(urn, metadata=_asset_metadata(d)) for urn, d in state.datasets.items()]

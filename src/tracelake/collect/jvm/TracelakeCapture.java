@@ -34,6 +34,8 @@ import org.apache.spark.sql.sources.BaseRelation;
 public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutionListener {
 
     private static final int RELATION_CACHE_LIMIT = 10000;
+    private static final int RDD_WALK_LIMIT = 100000;
+    private static final String INPUT_DIRS = "mapreduce.input.fileinputformat.inputdir";
     private static final Object[] NO_ARGS = new Object[0];
     private static final Class[] NO_TYPES = new Class[0];
 
@@ -139,12 +141,19 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             }
             LogicalPlan node = (LogicalPlan) item;
             String name = node.nodeName();
-            if (name.equals("LogicalRelation") || name.equals("DataSourceV2Relation")) {
+            boolean fromRdd = name.equals("LogicalRDD") || name.equals("ExternalRDD");
+            if (name.equals("LogicalRelation") || name.equals("DataSourceV2Relation") || fromRdd) {
                 String key = relationKey(node);
                 try {
                     ObjectNode details = (ObjectNode) relations.get(key);
                     if (details == null) {
-                        details = name.equals("LogicalRelation") ? relation((LogicalRelation) node) : v2Relation(node);
+                        if (fromRdd) {
+                            details = rddSources((org.apache.spark.rdd.RDD) call(node, "rdd"));
+                        } else if (name.equals("LogicalRelation")) {
+                            details = relation((LogicalRelation) node);
+                        } else {
+                            details = v2Relation(node);
+                        }
                         if (relations.size() >= RELATION_CACHE_LIMIT) {
                             relations.clear();
                         }
@@ -210,6 +219,124 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             }
         }
         return details;
+    }
+
+    // -- RDDs ----------------------------------------------------------------------------------
+
+    /** An RDD written by PySpark (saveAsTextFile, saveAsHadoopFile, …), which no
+     * QueryExecutionListener hears of: its target and the sources of its lineage, one line. */
+    public synchronized void rddWrite(
+            String funcName, String path, String format, Object rdd, long durationNs, String errorClass) {
+        if (closed) {
+            return;
+        }
+        long started = System.nanoTime();
+        try {
+            if (errorClass.length() > 0) {
+                ObjectNode line = mapper.createObjectNode();
+                line.put("kind", "failure");
+                line.put("func", funcName);
+                line.put("at_ms", System.currentTimeMillis());
+                line.put("error_class", errorClass);
+                write(mapper.writeValueAsString(line) + "\n");
+                return;
+            }
+            ObjectNode line = mapper.createObjectNode();
+            line.put("kind", "rdd_write");
+            line.put("func", funcName);
+            line.put("at_ms", System.currentTimeMillis());
+            line.put("duration_ns", durationNs);
+            line.put("path", path);
+            line.put("format", format);
+            line.set("rdd", rddSources((org.apache.spark.rdd.RDD) rdd));
+            line.put("capture_ns", System.nanoTime() - started);
+            write(mapper.writeValueAsString(line) + "\n");
+        } catch (Throwable error) {
+            report("error", funcName, error);
+        }
+    }
+
+    /** `df.rdd`: the RDD with id `rddId` holds `dataset`'s rows. Journalled as the DataFrame's
+     * analyzed plan and relations, so that an RDD written from it names the DataFrame's sources. */
+    public synchronized void rddOrigin(org.apache.spark.sql.Dataset dataset, int rddId) {
+        if (closed) {
+            return;
+        }
+        long started = System.nanoTime();
+        try {
+            LogicalPlan plan = dataset.queryExecution().analyzed();
+            List problems = new ArrayList();
+            ObjectNode found = mapper.createObjectNode();
+            collectRelations(plan, found, problems);
+            ObjectNode line = mapper.createObjectNode();
+            line.put("kind", "rdd_origin");
+            line.put("func", "rdd");
+            line.put("at_ms", System.currentTimeMillis());
+            line.put("rdd_id", rddId);
+            line.set("relations", found);
+            ArrayNode listed = line.putArray("problems");
+            for (int i = 0; i < problems.size(); i++) {
+                listed.add((String) problems.get(i));
+            }
+            line.put("capture_ns", System.nanoTime() - started);
+            String text = mapper.writeValueAsString(line);
+            write(text.substring(0, text.length() - 1) + ",\"plan\":" + plan.toJSON() + "}\n");
+        } catch (Throwable error) {
+            report("error", "rdd", error);
+        }
+    }
+
+    /** The Hadoop inputs an RDD reads (textFile, hadoopFile, …: Spark names such an RDD by its
+     * path) and the ids of all its ancestors, walked through its dependencies. */
+    private ObjectNode rddSources(org.apache.spark.rdd.RDD rdd) {
+        ObjectNode details = mapper.createObjectNode();
+        StringBuilder sources = new StringBuilder();
+        StringBuilder ancestors = new StringBuilder();
+        Set seen = new HashSet();
+        ArrayList pending = new ArrayList();
+        pending.add(rdd);
+        while (!pending.isEmpty() && seen.size() < RDD_WALK_LIMIT) {
+            org.apache.spark.rdd.RDD next = (org.apache.spark.rdd.RDD) pending.remove(pending.size() - 1);
+            if (!seen.add(Integer.valueOf(next.id()))) {
+                continue;
+            }
+            if (ancestors.length() > 0) {
+                ancestors.append(',');
+            }
+            ancestors.append(next.id());
+            if (next instanceof org.apache.spark.rdd.HadoopRDD || next instanceof org.apache.spark.rdd.NewHadoopRDD) {
+                scala.Option scope = next.scope();
+                String made = scope.isDefined() ? ((org.apache.spark.rdd.RDDOperationScope) scope.get()).name() : "";
+                if (sources.length() > 0) {
+                    sources.append('\n');
+                }
+                sources.append(made).append('\t').append(inputPaths(next));
+            }
+            scala.collection.Iterator dependencies = next.dependencies().iterator();
+            while (dependencies.hasNext()) {
+                pending.add(((org.apache.spark.Dependency) dependencies.next()).rdd());
+            }
+        }
+        details.put("type", "rdd");
+        details.put("sources", sources.toString());
+        details.put("ancestors", ancestors.toString());
+        details.put("complete", pending.isEmpty() ? "true" : "false");
+        return details;
+    }
+
+    /** A Hadoop RDD's input paths, comma-separated: as its configuration gives them to the
+     * input format, else the name Spark gave the RDD (its path, for most). */
+    private static String inputPaths(org.apache.spark.rdd.RDD rdd) {
+        try {
+            Object conf = rdd instanceof org.apache.spark.rdd.HadoopRDD ? call(rdd, "getJobConf") : call(rdd, "getConf");
+            String paths = ((org.apache.hadoop.conf.Configuration) conf).get(INPUT_DIRS);
+            if (paths != null && paths.length() > 0) {
+                return paths;
+            }
+        } catch (Throwable noConf) {
+            // its name, then
+        }
+        return String.valueOf(rdd.name());
     }
 
     /** A write command's target and manner, by what the command offers (each one its own fields). */
