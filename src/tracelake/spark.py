@@ -130,6 +130,7 @@ class SparkTracker:
         self._record = RunRecord(header)
         self._stopped = False
         self._stored_at_end = False
+        self._leased = False
         self._reading = threading.Lock()  # one reader of the journal at a time, absorbing in order
         directory = _journal_directory(self._store, header)
         try:
@@ -141,7 +142,7 @@ class SparkTracker:
                 self._store.close()
             raise
         self._worker = _Worker(self, ingest_interval)
-        self._worker.start()  # its first act: recover what dead drivers left, take this run's lease
+        self._worker.start()  # its first act: sync the journal's header, recover what dead drivers left
         self._hooks = _EndHooks(self)
         self._emit("start")
 
@@ -195,12 +196,8 @@ class SparkTracker:
         spark_journal.let_go(record.header)
         if self._stored_at_end:
             spark_journal.discard(self._journal.directory)
-            try:
-                leases.release(self._store, record.header.run_id)
-            except Exception as problem:
-                logger.warning(
-                    "lease of Spark run %s not released (%s)", record.header.run_id, type(problem).__name__
-                )
+            if self._leased:
+                self._lease("released", leases.release)
         else:
             logger.warning(
                 "Spark run %s of %r not stored; its journal %s keeps it for the next tracelake command",
@@ -251,18 +248,25 @@ class SparkTracker:
         except Exception as error:
             logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
 
-    def _take_lease(self) -> None:
-        """Store what dead drivers left, then say this one is alive."""
+    def _begin(self) -> None:
+        """Sync the journal's header to disk and store what dead drivers left (off the job's
+        thread: neither may delay its first action)."""
+        spark_journal.sync_header(self._journal.directory)
         try:
             for found in recover(self._store):
                 logger.warning("%s", found.describe())
         except Exception as error:
             logger.warning("runs of dead Spark drivers not recovered (%s)", type(error).__name__)
+
+    def _take_lease(self) -> None:
+        """Say this driver is alive, before the store first shows its run RUNNING: a run stored
+        only at its end needs no lease (a dead driver's journal is found by its pid here)."""
         header = self._record.header
         self._lease(
             "taken",
             lambda store, run_id: leases.take(store, run_id, header.process_urn, now=header.started_at),
         )
+        self._leased = True
 
     def _lease(self, done: str, act: Callable[[LineageStore, str], None]) -> None:
         """Take, renew or release the run's lease; a store that says no costs a warning."""
@@ -277,6 +281,8 @@ class SparkTracker:
         started = time.perf_counter()
         read_below = self._journal.segment
         ended = self._record.status != RUNNING
+        if not ended and not self._leased:
+            self._take_lease()
         try:
             self._store.ingest(self._record.store_batch(self._store))
         except Exception as error:
@@ -488,7 +494,7 @@ class _Worker(threading.Thread):
         return max(self._last_renewal + LEASE_RENEWAL - time.monotonic(), 0.0)
 
     def run(self) -> None:
-        self._tracker._take_lease()
+        self._tracker._begin()
         while True:
             with self._cond:
                 self._cond.wait_for(
@@ -498,7 +504,7 @@ class _Worker(threading.Thread):
                 if self._closing and not self._dirty:
                     return
                 self._busy = True
-            if self._renewal_due() == 0.0:
+            if self._renewal_due() == 0.0 and self._tracker._leased:
                 self._tracker._lease("renewed", leases.renew)
                 self._last_renewal = time.monotonic()
             try:

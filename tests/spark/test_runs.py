@@ -18,6 +18,7 @@ from tracelake.collect import spark_listener, spark_run
 from tracelake.model import LineageBatch, Run
 from tracelake.spark import track
 from tracelake.store import LineageStore
+from tracelake.store import schema as s
 
 
 def test_run_record(lake: Lake) -> None:
@@ -214,17 +215,24 @@ def test_a_running_job_reaches_the_store_once_its_ingest_interval_has_passed(
             time.sleep(0.05)
         return True
 
+    def leases() -> list[str]:
+        with sqlite_store.engine.connect() as conn:
+            return [row.run_id for row in conn.execute(sa.select(s.run_leases))]
+
     with track(lake.spark, "hourly", store=sqlite_store, ingest_interval=3600) as slow:
         people.select("id").write.parquet(lake.output("slow"))
         assert wait_for(lambda: len(slow.actions) == 1)  # analysed…
         time.sleep(0.2)
         assert sqlite_store.edges() == []  # …but not yet stored: the hour has not passed
+        assert leases() == []  # a run the store does not show RUNNING needs no lease
     assert len(sqlite_store.edges()) == 2  # the run's end stores it
 
-    with track(lake.spark, "eager", store=sqlite_store, ingest_interval=0.0):
+    with track(lake.spark, "eager", store=sqlite_store, ingest_interval=0.0) as eager:
         people.select("name").write.parquet(lake.output("eager"))
         # no flush: the worker ingests as soon as the action is analysed
         assert wait_for(lambda: len(sqlite_store.edges()) == 4)
+        assert leases() == [eager.run.run_id]  # shown RUNNING: other hosts may ask if it lives
+    assert leases() == []
 
 
 class _Recorder:

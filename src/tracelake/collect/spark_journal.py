@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -31,6 +32,8 @@ from datetime import datetime
 from pathlib import Path
 
 import sqlalchemy as sa
+
+logger = logging.getLogger("tracelake.spark")
 
 HEADER = "run.json"
 ENDING = "ended.json"
@@ -103,7 +106,8 @@ class RunHeader:
 
 def make_journal(root: Path | None, header: RunHeader) -> Path:
     """A new, private journal directory for the run (plans hold literals: 0700), its header
-    written and synced before any action can be journalled."""
+    written before any action can be journalled (and synced by `sync_header`, off the job's
+    thread: a driver killed outright loses nothing the OS holds, only a machine lost does)."""
     if root is None:
         return Path(tempfile.mkdtemp(prefix="tracelake-spark-"))
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -111,13 +115,23 @@ def make_journal(root: Path | None, header: RunHeader) -> Path:
     directory.mkdir(mode=0o700)
     _WRITING.add(header.run_id)
     staged = directory / (HEADER + ".tmp")
-    with open(staged, "w", encoding="utf-8") as handle:
-        handle.write(header.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
+    staged.write_text(header.to_json(), encoding="utf-8")
     os.replace(staged, directory / HEADER)
-    _sync_directory(directory)
     return directory
+
+
+def sync_header(directory: Path) -> None:
+    """Put the journal's header and its folder on disk."""
+    try:
+        fd = os.open(directory / HEADER, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _sync_directory(directory)
+        _sync_directory(directory.parent)
+    except OSError as error:
+        logger.warning("Spark journal header not synced (%s)", type(error).__name__)
 
 
 def read_header(directory: Path) -> RunHeader | None:

@@ -1,6 +1,6 @@
 """Leases of runs in progress, so that a run whose driver died is not left RUNNING for ever.
 
-A tracked Spark driver takes a lease when its run starts (`take`), renews it while it runs
+A tracked Spark driver takes a lease when the store first shows its run RUNNING (`take`), renews it
 (`renew`, every 30 s) and drops it when the run is stored at its end (`release`). A driver killed
 outright (SIGKILL, a lost machine) leaves its lease behind: `find_dead` finds the leases whose
 driver is gone — a process of this host that no longer exists, or a lease not renewed for
