@@ -26,7 +26,7 @@ from tracelake import render
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import Confidence, Signal
+from tracelake.model import AssetChange, Confidence, Signal
 from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
@@ -367,6 +367,8 @@ def show(
     for title, edges in (("inputs", details.inputs), ("outputs", details.outputs)):
         if edges:
             out.print(edge_table(edges, title=title, with_process=True))
+    if details.changes:
+        out.print(change_table(details.changes))
 
 
 @app.command()
@@ -442,6 +444,21 @@ def edge_table(edges: list[EdgeView], *, title: str, with_process: bool = False)
             edge.signal,
         ]
         table.add_row(*cells, short(edge.process)) if with_process else table.add_row(*cells)
+    return table
+
+
+def change_table(changes: list[AssetChange]) -> Table:
+    """A dataset's lifecycle: what DDL (or a producer's lifecycle facet) did to it, and when."""
+    table = Table(title="lifecycle")
+    for column in ("at", "change", "columns after", "by"):
+        table.add_column(column, overflow="fold")
+    for change in changes:
+        columns = ", ".join(f"{name} {data_type or ''}".strip() for name, data_type in change.columns or ())
+        if change.previous:
+            columns = f"was {short(change.previous)}" + (f"; {columns}" if columns else "")
+        table.add_row(
+            change.at.isoformat(timespec="seconds"), str(change.change), columns, short(change.process or "")
+        )
     return table
 
 

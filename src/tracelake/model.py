@@ -210,6 +210,35 @@ class Problem:
         return f"{where}: {self.reason}"
 
 
+class Lifecycle(StrEnum):
+    """What happened to a dataset itself, as OpenLineage's `lifecycleStateChange` facet names it."""
+
+    CREATE = "CREATE"
+    ALTER = "ALTER"
+    DROP = "DROP"
+    TRUNCATE = "TRUNCATE"
+    RENAME = "RENAME"
+    OVERWRITE = "OVERWRITE"
+
+
+@dataclass(frozen=True, slots=True)
+class AssetChange:
+    """A dataset created, altered, dropped, truncated, renamed or overwritten: no flow of data,
+    a change in the dataset's own life. A RENAME is recorded on the new name, `previous` the old.
+
+    `columns`: the schema after a CREATE or ALTER, as (name, type) in declared order.
+    """
+
+    asset: str
+    change: Lifecycle
+    at: datetime
+    signal: Signal
+    process: str | None = None
+    run_id: str | None = None
+    columns: tuple[tuple[str, str | None], ...] | None = None
+    previous: str | None = None
+
+
 @dataclass(slots=True)
 class LineageBatch:
     """Everything one collection produced; `store.ingest` writes it in one transaction.
@@ -230,6 +259,7 @@ class LineageBatch:
     # OpenLineage events as received (already checked), kept for Marquez's read API: run and job
     # facets, the lineage events listing. Other collectors leave it empty.
     events: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[AssetChange] = field(default_factory=list)
     observed_at: datetime | None = None
 
     def extend(self, other: LineageBatch) -> None:
@@ -241,3 +271,4 @@ class LineageBatch:
         self.problems.extend(other.problems)
         self.described.extend(other.described)
         self.events.extend(other.events)
+        self.changes.extend(other.changes)

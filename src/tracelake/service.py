@@ -21,7 +21,16 @@ from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
 from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError
 from tracelake.graph.traverse import Direction
-from tracelake.model import Confidence, LineageBatch, Problem, Signal, Transformation, UrnError, parse_urn
+from tracelake.model import (
+    AssetChange,
+    Confidence,
+    LineageBatch,
+    Problem,
+    Signal,
+    Transformation,
+    UrnError,
+    parse_urn,
+)
 from tracelake.names import resolve_node
 from tracelake.store import LineageStore
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
@@ -55,6 +64,7 @@ class NodeDetails:
     fields: list[NodeRecord]
     inputs: list[EdgeView]
     outputs: list[EdgeView]
+    changes: list[AssetChange] = field(default_factory=list)  # its lifecycle, oldest first
 
     def to_json(self) -> dict[str, Any]:
         """The shape `tracelake show --format json` prints and `GET /nodes/{urn}` answers."""
@@ -77,7 +87,21 @@ class NodeDetails:
             ],
             "inputs": [e.to_json() for e in self.inputs],
             "outputs": [e.to_json() for e in self.outputs],
+            "changes": [_change_json(c) for c in self.changes],
         }
+
+
+def _change_json(change: AssetChange) -> dict[str, Any]:
+    return {
+        "dataset": change.asset,
+        "change": str(change.change),
+        "at": change.at.isoformat(),
+        "signal": str(change.signal),
+        "process": change.process,
+        "run_id": change.run_id,
+        "columns": [{"name": name, "data_type": data_type} for name, data_type in change.columns or ()],
+        "previous": change.previous,
+    }
 
 
 @dataclass(slots=True)
@@ -288,6 +312,7 @@ class Tracelake:
             fields=self.store.fields_of(urn, self._declared(urn, as_of)) if node.node_type == "asset" else [],
             inputs=sorted((e for e in edges if e.target == urn), key=_edge_order),
             outputs=sorted((e for e in edges if e.source == urn), key=_edge_order),
+            changes=self.store.changes(urn, until=as_of) if node.node_type == "asset" else [],
         )
 
     def _declared(self, urn: str, as_of: datetime | None) -> list[str]:

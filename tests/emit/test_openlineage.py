@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -30,9 +31,11 @@ from tracelake.emit import LineageEmitter, OpenLineageEmitter, run_event
 from tracelake.emit.openlineage import DEFAULT_PRODUCER, openlineage_run_id
 from tracelake.model import (
     Asset,
+    AssetChange,
     Confidence,
     Field,
     FlowEdge,
+    Lifecycle,
     LineageBatch,
     Process,
     Run,
@@ -50,9 +53,15 @@ DIRECT_SUBTYPES = {"IDENTITY", "TRANSFORMATION", "AGGREGATION"}
 INDIRECT_SUBTYPES = {"FILTER", "JOIN", "GROUP_BY", "SORT", "WINDOW", "CONDITIONAL"}
 
 
+# Facet schemas read in place from the spec's own files (shared/ beside the clone; CI has it)
+SPEC_FACETS = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "openlineage-spec" / "facets"
+FROM_THE_SPEC = ("LifecycleStateChangeDatasetFacet.json",)
+
+
 def _registry() -> Registry:
     resources = []
-    for path in sorted(SCHEMA_DIR.glob("*.json")):
+    spec = [SPEC_FACETS / name for name in FROM_THE_SPEC if (SPEC_FACETS / name).exists()]
+    for path in [*sorted(SCHEMA_DIR.glob("*.json")), *spec]:
         contents = json.loads(path.read_text())
         resources.append((contents["$id"], Resource.from_contents(contents)))
     return Registry().with_resources(resources)
@@ -358,6 +367,31 @@ def test_spark_job_over_parquet_files() -> None:
             (*events, "ts", [("DIRECT", "AGGREGATION")]),
         ],
     }
+
+
+def test_what_a_run_did_to_datasets_goes_out_as_their_lifecycle_state_change() -> None:
+    if not (SPEC_FACETS / FROM_THE_SPEC[0]).exists():
+        message = f"no OpenLineage facet schemas at {SPEC_FACETS} (shared/ beside the clone)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    old, new, scratch = "hive.table/dating.users_v1", "hive.table/dating.users", "hive.table/dating.scratch"
+    at = datetime(2024, 5, 1, 6, 0, tzinfo=UTC)
+    batch = spark_batch()
+    batch.changes = [
+        AssetChange(scratch, Lifecycle.CREATE, at, Signal.SPARK_RUNTIME, SPARK_JOB, SPARK_RUN_ID),
+        AssetChange(scratch, Lifecycle.DROP, at, Signal.SPARK_RUNTIME, SPARK_JOB, SPARK_RUN_ID),
+        AssetChange(new, Lifecycle.RENAME, at, Signal.SPARK_RUNTIME, SPARK_JOB, SPARK_RUN_ID, previous=old),
+        AssetChange(old, Lifecycle.TRUNCATE, at, Signal.SPARK_RUNTIME, SPARK_JOB, "another-run"),
+    ]
+    doc = event_doc("COMPLETE", spark_run(), batch)
+    facets = {d["name"]: d["facets"].get("lifecycleStateChange") for d in doc["outputs"]}
+    # each dataset the run changed is an output with its last change; another run's is not here
+    assert facets["dating.scratch"]["lifecycleStateChange"] == "DROP"
+    assert facets["dating.users"]["lifecycleStateChange"] == "RENAME"
+    assert facets["dating.users"]["previousIdentifier"] == {"namespace": "hive", "name": "dating.users_v1"}
+    assert "dating.users_v1" not in facets
+    assert facets["/data/events_daily"] is None  # written, not changed
 
 
 def test_only_the_runs_own_process_counts() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracelake.collect.spark_plan import Expr, PlanNode
+from tracelake.model import Lifecycle
 from tracelake.names import location_urn, split_qualified_name, table_urn
 
 # Leaves that hold data living only in the driver or the job: no asset, no lineage beyond them.
@@ -317,6 +318,68 @@ def loaded_files(root: PlanNode) -> tuple[Dataset, Dataset] | None:
         return None
     mode = "Overwrite" if root.data.get("isOverwrite") else "Append"
     return Dataset(location_urn(path), "files", {"format": "files"}), Dataset(table, "table", {"mode": mode})
+
+
+# -- lifecycle ----------------------------------------------------------------------------
+
+# DDL the listener journals, each → (the change, the JSON fields naming its table, in the order
+# to try). A change is recorded against the table; no data moves, so it makes no flow edge.
+LIFECYCLE_COMMANDS: dict[str, tuple[Lifecycle, tuple[str, ...]]] = {
+    "CreateDataSourceTableCommand": (Lifecycle.CREATE, ("table",)),
+    "CreateTableCommand": (Lifecycle.CREATE, ("table",)),
+    "CreateTableLikeCommand": (Lifecycle.CREATE, ("targetTable",)),
+    "DropTableCommand": (Lifecycle.DROP, ("tableName",)),
+    "DropTable": (Lifecycle.DROP, ()),  # V2: the listener names its table
+    "TruncateTableCommand": (Lifecycle.TRUNCATE, ("tableName",)),
+    "AlterTableAddColumnsCommand": (Lifecycle.ALTER, ("table",)),
+    "AlterTableChangeColumnCommand": (Lifecycle.ALTER, ("tableName",)),
+    "AlterTableReplaceColumnsCommand": (Lifecycle.ALTER, ("tableName", "table")),
+    "AlterTableSetPropertiesCommand": (Lifecycle.ALTER, ("tableName",)),
+    "AlterTableUnsetPropertiesCommand": (Lifecycle.ALTER, ("tableName",)),
+    "AlterTableSetLocationCommand": (Lifecycle.ALTER, ("tableName",)),
+    "AlterTableSerDePropertiesCommand": (Lifecycle.ALTER, ("tableName",)),
+    "AlterTableRenameCommand": (Lifecycle.RENAME, ("newName",)),
+}
+# Table writes that make their table (CREATE TABLE … AS SELECT, saveAsTable): a CREATE as well
+# as the write, unless the table may have been there already (mode Append or Ignore).
+CREATING_WRITES = frozenset(
+    {
+        "CreateDataSourceTableAsSelectCommand",
+        "CreateHiveTableAsSelectCommand",
+        "OptimizedCreateHiveTableAsSelectCommand",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    """What a DDL command did to a table: the change, the table, its schema after (if known),
+    the name it had before (a RENAME)."""
+
+    urn: str
+    change: Lifecycle
+    columns: tuple[tuple[str, str | None], ...] | None = None
+    previous: str | None = None
+
+
+def table_change(root: PlanNode, details: dict[str, str] | None) -> TableChange | None:
+    """The lifecycle change a DDL command made; None if it is no table's (a view's) or unnamed.
+    `details`: the table's schema after the command, as the listener read it from the catalog."""
+    found = LIFECYCLE_COMMANDS.get(root.cls)
+    if found is None or root.data.get("isView") is True:
+        return None
+    change, fields = found
+    details = details or {}
+    urn = next((u for u in (catalog_table_urn(root.data.get(f)) for f in fields) if u is not None), None)
+    if urn is None and details.get("table"):
+        urn = table_urn(details["table"], details.get("database"), details.get("catalog"))
+    if urn is None:
+        return None
+    # the schema after the change, where the change is one of the schema
+    with_schema = change in (Lifecycle.CREATE, Lifecycle.ALTER, Lifecycle.RENAME)
+    columns = schema_columns(details.get("schema")) if with_schema else []
+    previous = catalog_table_urn(root.data.get("oldName")) if change == Lifecycle.RENAME else None
+    return TableChange(urn, change, tuple(columns) if columns else None, previous)
 
 
 def is_command(root: PlanNode) -> bool:

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracelake.collect.spark_datasets import (
+    CREATING_WRITES,
     IN_MEMORY_LEAVES,
+    LIFECYCLE_COMMANDS,
     LOAD_DATA,
     WRAPPER_WRITES,
     Dataset,
+    TableChange,
     WriteTarget,
     is_command,
     leaf_output,
@@ -27,6 +30,7 @@ from tracelake.collect.spark_datasets import (
     rdd_datasets,
     read_dataset,
     schema_columns,
+    table_change,
     type_name,
     write_query,
     write_target,
@@ -34,7 +38,7 @@ from tracelake.collect.spark_datasets import (
 from tracelake.collect.spark_expressions import ExpressionWalker, Scope
 from tracelake.collect.spark_plan import Expr, PlanNode, all_nodes, detail_kind, relation_key
 from tracelake.collect.sql_relation import Deps, T, add_composed, add_dep, column_urn
-from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
+from tracelake.model import DECLARED_COLUMNS, Confidence, Lifecycle, Transformation
 from tracelake.names import location_urn
 
 EdgeKey = tuple[str, str, Transformation | None]
@@ -109,6 +113,7 @@ class ActionLineage:
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     in_memory: set[tuple[int, ...]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    changes: list[TableChange] = field(default_factory=list)  # what DDL did to tables
     descriptions: dict[EdgeKey, str] = field(default_factory=dict)  # why an edge is less than sure
     through_rdd: set[str] = field(default_factory=set)  # datasets read through an RDD…
     read_directly: set[str] = field(default_factory=set)  # …and read as datasets
@@ -132,6 +137,8 @@ def plan_parts(func_name: str, root: PlanNode) -> tuple[PlanNode | None, PlanNod
 
 def detail_requests(func_name: str, root: PlanNode) -> list[tuple[PlanNode, str]]:
     """The nodes the listener must ask the JVM about, with what to ask."""
+    if root.cls in LIFECYCLE_COMMANDS:
+        return [(root, "lifecycle")]
     command, query = plan_parts(func_name, root)
     nodes = [command] if command is not None else []
     if query is not None:
@@ -470,6 +477,11 @@ def analyze_action(
     behind the run's `df.rdd` RDDs, by RDD id.
     """
     result = ActionLineage(func_name)
+    if root.cls in LIFECYCLE_COMMANDS:
+        change = table_change(root, details.get(id(root)))
+        if change is not None:
+            result.changes.append(change)
+        return result
     if root.cls == LOAD_DATA:
         _load(root, result)
         return result
@@ -481,6 +493,7 @@ def analyze_action(
     _mark_fitting(evaluator, target, query)
     if target is not None:
         _write(evaluator, target, details.get(id(root)) or {}, result)
+        _write_change(root, target.dataset, result)
         return result
     if command is not None:
         result.notes.append(f"{command.cls}: a write whose target Tracelake cannot name; inputs only")
@@ -527,6 +540,17 @@ def _add_table_edge(result: ActionLineage, source: str, target: str) -> None:
     add_dep(result.edges, key, Confidence.MEDIUM)
     if result.edges[key] == Confidence.MEDIUM:
         result.descriptions[key] = THROUGH_RDD
+
+
+def _write_change(root: PlanNode, dataset: Dataset, result: ActionLineage) -> None:
+    """A write that makes its table (CTAS, saveAsTable) is its CREATE; one that replaces what
+    was there, an OVERWRITE."""
+    mode = str(dataset.metadata.get("mode") or "")
+    columns = tuple(dataset.columns) or None
+    if root.cls in CREATING_WRITES and mode in ("", "ErrorIfExists", "Overwrite"):
+        result.changes.append(TableChange(dataset.urn, Lifecycle.CREATE, columns))
+    elif mode == "Overwrite":
+        result.changes.append(TableChange(dataset.urn, Lifecycle.OVERWRITE))
 
 
 def _load(root: PlanNode, result: ActionLineage) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tracelake.collect import spark_rdd
-from tracelake.collect.spark_datasets import WRAPPER_WRITES, WRITE_COMMANDS
+from tracelake.collect.spark_datasets import LIFECYCLE_COMMANDS, WRAPPER_WRITES, WRITE_COMMANDS
 from tracelake.collect.spark_journal import TRIM_BYTES, SegmentReader
 from tracelake.collect.spark_lineage import NESTED_WRITE, Details, detail_requests
 from tracelake.collect.spark_plan import PlanNode, parse_plan, relation_key
@@ -110,6 +110,7 @@ class CaptureJournal:
             NESTED_WRITE,
             ",".join(sorted(WRAPPER_WRITES)),
             ",".join(sorted(WRITE_COMMANDS)),
+            ",".join(sorted(LIFECYCLE_COMMANDS)),
         )
         spark_rdd.attach(spark.sparkContext, self._listener)
 

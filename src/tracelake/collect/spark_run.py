@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracelake.collect.spark_datasets import Dataset
+from tracelake.collect.spark_datasets import Dataset, TableChange
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_lineage import (
     ActionLineage,
@@ -29,6 +29,7 @@ from tracelake.collect.sql_relation import Deps, add_dep, column_urn
 from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
+    AssetChange,
     Confidence,
     Field,
     FlowEdge,
@@ -81,9 +82,10 @@ class _RunLineage:
     memory: dict[int, Deps] = field(default_factory=dict)  # exprId → Deps, across actions
     origins: RddOrigins = field(default_factory=dict)  # what `df.rdd` RDDs hold, by RDD id
     descriptions: dict[EdgeKey, str] = field(default_factory=dict)
+    changes: list[tuple[TableChange, datetime]] = field(default_factory=list)  # DDL, in order
 
-    def absorb(self, lineage: ActionLineage) -> bool:
-        """Merge one action's lineage; True when the run's lineage changed."""
+    def absorb(self, lineage: ActionLineage, at: datetime) -> bool:
+        """Merge one action's lineage (the action ended `at`); True when the run's lineage changed."""
         before = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
         for urn, dataset in (*lineage.reads.items(), *lineage.writes.items()):
             known = self.datasets.get(urn)
@@ -108,8 +110,9 @@ class _RunLineage:
         self.in_memory |= lineage.in_memory
         for note in lineage.notes:
             self.notes.setdefault(note)
+        self.changes.extend((change, at) for change in lineage.changes)
         after = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
-        return after != before
+        return after != before or bool(lineage.changes)
 
 
 class RunRecord:
@@ -183,7 +186,7 @@ class RunRecord:
         )
         with self._lock:
             self.actions.append(record)
-            return self._lineage.absorb(lineage)
+            return self._lineage.absorb(lineage, item.at)
 
     def outcome(self, error: BaseException | None = None, *, aborted: bool = False) -> tuple[str, str | None]:
         """How the run ends: FAIL with `error`'s class, or with the first failed action's when
@@ -272,13 +275,28 @@ class RunRecord:
         processes = [Process(self.process_urn, name=self.header.job, kind="spark", metadata=self._metadata())]
         if self.status == FAIL and not self.actions:
             processes = []  # a run that did nothing observable must not close the job's lineage
+        header = self.header
+        changes = [
+            AssetChange(
+                c.urn,
+                c.change,
+                at,
+                Signal.SPARK_RUNTIME,
+                self.process_urn,
+                header.run_id,
+                c.columns,
+                c.previous,
+            )
+            for c, at in state.changes
+        ]
         return LineageBatch(
             assets=assets,
             fields=[Field(urn, data_type=t) for urn, t in fields.items()],
             processes=processes,
             runs=[self.run],
             edges=edges,
-            observed_at=self.header.started_at,
+            changes=changes,
+            observed_at=header.started_at,
         )
 
     def _metadata(self) -> dict[str, Any]:
@@ -306,6 +324,10 @@ class RunRecord:
             ]
         if state.notes:
             metadata["notes"] = list(state.notes)
+        if state.changes:
+            metadata["changes"] = [
+                {"dataset": c.urn, "change": str(c.change), "at": at.isoformat()} for c, at in state.changes
+            ]
         return metadata
 
 

@@ -7,6 +7,8 @@ openlineage-python client's models (START, COMPLETE or FAIL), with these facets:
 - dataset `schema` on every input and output (fields and types from the batch, nested paths nested);
 - `columnLineage` on outputs: each output field → the input fields it came from, each with
   `transformations` [{type: DIRECT|INDIRECT, subtype: IDENTITY|…|CONDITIONAL}] from the edge;
+- dataset `lifecycleStateChange` on outputs the run created, altered, dropped, truncated,
+  renamed (with `previousIdentifier`) or overwrote (the last change of each);
 - run `errorMessage` on FAIL (the error class only) and `processing_engine` when the process says
   which engine ran it (metadata "engine" / "engine_version").
 
@@ -37,6 +39,7 @@ from openlineage.client.facet_v2 import (
     column_lineage_dataset,
     error_message_run,
     job_type_job,
+    lifecycle_state_change_dataset,
     processing_engine_run,
     schema_dataset,
 )
@@ -51,7 +54,7 @@ from openlineage.client.transport.http import (
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
 from tracelake import __version__
-from tracelake.model import FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
+from tracelake.model import AssetChange, FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
 from tracelake.names import dataset_of
 
 __all__ = [
@@ -181,6 +184,20 @@ def _transformation(edge: FlowEdge) -> column_lineage_dataset.Transformation | N
     )
 
 
+def _lifecycle_facet(
+    change: AssetChange, producer: str
+) -> lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet:
+    previous = None
+    if change.previous is not None:
+        old = _DatasetView(change.previous)
+        previous = lifecycle_state_change_dataset.PreviousIdentifier(name=old.name, namespace=old.namespace)
+    return lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+        lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(str(change.change)),
+        previousIdentifier=previous,
+        producer=producer,
+    )
+
+
 def _column_lineage(
     edges: Iterable[FlowEdge], datasets: dict[str, _DatasetView], producer: str
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet | None:
@@ -255,6 +272,10 @@ def run_event(
             field_edges.setdefault(target, []).append(edge)
     for asset in _reads(run, process):
         inputs.setdefault(asset)
+    # what the run did to datasets themselves (DDL): the last change of each, on it as an output
+    changes = {c.asset: c for c in batch.changes if c.run_id == run.run_id}
+    for asset in changes:
+        outputs.setdefault(asset)
     for asset in (*inputs, *outputs):
         view(asset)
     # types come from the batch's fields; fields of assets this run does not touch are left out
@@ -272,6 +293,8 @@ def run_event(
             lineage = _column_lineage(field_edges.get(asset, ()), datasets, producer)
             if lineage is not None:
                 found["columnLineage"] = lineage
+            if asset in changes:
+                found["lifecycleStateChange"] = _lifecycle_facet(changes[asset], producer)
         return found
 
     run_facets: dict[str, RunFacet] = {}

@@ -126,6 +126,23 @@ sa.Index("ix_openlineage_events_time", openlineage_events.c.event_time)
 sa.Index("ix_openlineage_events_run", openlineage_events.c.run_id)
 sa.Index("ix_openlineage_events_job", openlineage_events.c.job_namespace, openlineage_events.c.job_name)
 
+# What happened to datasets themselves (OpenLineage's lifecycle states): CREATE, ALTER, DROP,
+# TRUNCATE, RENAME (on the new name; `previous_id` the old), OVERWRITE. No flow edge: a dropped
+# table's edges end at its drop when nothing re-created it since (sqlstore.ended_assets).
+asset_changes = sa.Table(
+    "asset_changes",
+    metadata,
+    sa.Column("asset_id", sa.Integer, sa.ForeignKey("nodes.id"), primary_key=True),
+    sa.Column("at", sa.BigInteger, primary_key=True),
+    sa.Column("change", sa.String(16), primary_key=True),
+    sa.Column("signal", sa.String(32), nullable=False),
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=True),
+    sa.Column("run_id", sa.String(200), nullable=True),
+    sa.Column("columns", sa.JSON, nullable=True),
+    sa.Column("previous_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=True),
+)
+sa.Index("ix_asset_changes_at", asset_changes.c.at)
+
 # Runs in progress and who runs them: a tracked Spark driver renews its lease every 30 s and
 # drops it when the run ends; a lease whose driver is gone marks its run ABORT (store/leases.py).
 run_leases = sa.Table(

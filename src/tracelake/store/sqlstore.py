@@ -26,9 +26,11 @@ import sqlalchemy as sa
 from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
+    AssetChange,
     Confidence,
     Field,
     FlowEdge,
+    Lifecycle,
     LineageBatch,
     Problem,
     Process,
@@ -279,6 +281,7 @@ class LineageStore:
                 self._write_versions(conn, batch_list, ids, now_us, report)
                 self._write_column_orders(conn, batch_list, ids, now_us)
                 self._write_runs(conn, batch_list, ids, report)
+                self._write_changes(conn, batch_list, ids)
                 self._write_problems(conn, batch_list, now_us, report)
                 self._write_events(conn, batch_list, now_us)
                 self._bump_version(conn)
@@ -319,6 +322,12 @@ class LineageStore:
             for run in batch.runs:
                 if run.process not in processes and run.process not in unnamed:
                     unnamed[run.process] = Process(run.process, name=run.process, kind="unknown")
+            for change in batch.changes:
+                for urn in (change.asset, change.previous):
+                    if urn is not None and urn not in assets:
+                        assets[urn] = Asset(urn)
+                if change.process and change.process not in processes and change.process not in unnamed:
+                    unnamed[change.process] = Process(change.process, name=change.process, kind="unknown")
         # Each field URN is parsed once (it was three times): parsing dominated column-heavy re-ingests.
         field_assets = {urn: parse_urn(urn) for urn in fields}
         for parsed in field_assets.values():
@@ -555,6 +564,77 @@ class LineageStore:
                     found.setdefault(pid, {})[at] = content
         return found
 
+    def _write_changes(self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int]) -> None:
+        """Lifecycle changes, once each: the same change of an asset at the same instant is one."""
+        rows = {
+            (ids[c.asset], to_micros(c.at), str(c.change)): {
+                "asset_id": ids[c.asset],
+                "at": to_micros(c.at),
+                "change": str(c.change),
+                "signal": str(c.signal),
+                "process_id": ids[c.process] if c.process else None,
+                "run_id": c.run_id,
+                "columns": [list(column) for column in c.columns] if c.columns is not None else None,
+                "previous_id": ids[c.previous] if c.previous else None,
+            }
+            for batch in batches
+            for c in batch.changes
+        }
+        if not rows:
+            return
+        a = s.asset_changes
+        known = set()
+        for chunk in _chunks(sorted({asset for asset, _, _ in rows})):
+            query = sa.select(a.c.asset_id, a.c.at, a.c.change).where(a.c.asset_id.in_(chunk))
+            known.update(tuple(row) for row in conn.execute(query))
+        fresh = [row for key, row in rows.items() if key not in known]
+        if fresh:
+            conn.execute(sa.insert(a), fresh)
+
+    def changes(
+        self, asset: str | None = None, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[AssetChange]:
+        """Lifecycle changes, oldest first: of one asset (and of the names it was renamed from,
+        as a RENAME of it names them) or of all, within [since, until]."""
+        a, n = s.asset_changes, s.nodes
+        owner, process, previous = n.alias("owner"), n.alias("process"), n.alias("previous")
+        query = (
+            sa.select(owner.c.urn, a.c.change, a.c.at, a.c.signal)
+            .add_columns(process.c.urn, a.c.run_id, a.c.columns, previous.c.urn)
+            .join(owner, owner.c.id == a.c.asset_id)
+            .outerjoin(process, process.c.id == a.c.process_id)
+            .outerjoin(previous, previous.c.id == a.c.previous_id)
+        )
+        if asset is not None:
+            query = query.where(sa.or_(owner.c.urn == asset, previous.c.urn == asset))
+        if since is not None:
+            query = query.where(a.c.at >= to_micros(since))
+        if until is not None:
+            query = query.where(a.c.at <= to_micros(until))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(a.c.at, owner.c.urn, a.c.change)).all()
+        return [
+            AssetChange(
+                urn,
+                Lifecycle(change),
+                from_micros(at),
+                Signal(signal),
+                process_urn,
+                run_id,
+                tuple((str(c[0]), c[1]) for c in columns) if columns is not None else None,
+                previous_urn,
+            )
+            for urn, change, at, signal, process_urn, run_id, columns, previous_urn in rows
+        ]
+
+    def ended_assets(self) -> dict[str, datetime]:
+        """Assets whose life has ended — their last change a DROP, or a RENAME away from them —
+        with when. Their edges that began before are over at that moment (in `edges` and in
+        `snapshot`); a later change (a CREATE, a RENAME back) or a later observation of an edge
+        starts them anew."""
+        with self.engine.connect() as conn:
+            return {urn: from_micros(at) for urn, at in _ended(conn).values()}
+
     def _write_column_orders(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], now_us: int
     ) -> None:
@@ -720,8 +800,11 @@ class LineageStore:
             version = conn.execute(_GRAPH_VERSION).scalar() or 0
             edge_rows = _fetch_raw(conn, edge_query)
             node_rows = _fetch_raw(conn, node_query)
+            ended = _ended(conn)
         edge_columns = np.array(edge_rows, dtype=np.int64).reshape(-1, 9).T
         node_numbers = np.array([r[:3] for r in node_rows], dtype=np.int64).reshape(-1, 3).T
+        if ended:
+            _end_edges_of_ended(edge_columns, node_numbers, {i: at for i, (_, at) in ended.items()})
         return GraphSnapshot(
             version=version,
             node_ids=node_numbers[0].copy(),
@@ -827,7 +910,8 @@ class LineageStore:
                 for chunk in _chunks(list(ids)):
                     records.extend(_edge_record(r) for r in conn.execute(query.where(e.c.id.in_(chunk))))
             return records
-        query = query.where(_valid_at(to_micros(as_of)) if as_of else e.c.valid_to.is_(None))
+        moment = to_micros(as_of) if as_of else None
+        query = query.where(_valid_at(moment) if moment is not None else e.c.valid_to.is_(None))
         if touching is not None:
             node_id = sa.select(s.nodes.c.id).where(s.nodes.c.urn == touching).scalar_subquery()
             query = query.where(sa.or_(e.c.source_id == node_id, e.c.target_id == node_id))
@@ -835,7 +919,12 @@ class LineageStore:
             process_id = sa.select(s.nodes.c.id).where(s.nodes.c.urn == process).scalar_subquery()
             query = query.where(e.c.process_id == process_id)
         with self.engine.connect() as conn:
-            return [_edge_record(r) for r in conn.execute(query.order_by(e.c.id))]
+            records = [_edge_record(r) for r in conn.execute(query.order_by(e.c.id))]
+            ended = _ended(conn)
+        if not ended:
+            return records
+        ends = {urn: at for urn, at in ended.values() if moment is None or at <= moment}
+        return [r for r in records if not _ended_before(r, ends)]
 
     def diff(self, since: datetime, until: datetime) -> GraphDiff:
         """Edges valid at `until` but not at `since` (added), and the reverse (removed)."""
@@ -1150,3 +1239,59 @@ def _edge_record(row: Any) -> EdgeRecord:
         first_seen=from_micros(row.first_seen),
         last_seen=from_micros(row.last_seen),
     )
+
+
+def _ended(conn: sa.Connection) -> dict[int, tuple[str, int]]:
+    """Assets whose last change ended them (DROP, or RENAMEd away): id → (urn, when in µs)."""
+    a, n = s.asset_changes, s.nodes
+    ends: dict[int, tuple[str, int]] = {}
+    query = (
+        sa.select(a.c.asset_id, n.c.urn, a.c.at, a.c.change, a.c.previous_id)
+        .join(n, n.c.id == a.c.asset_id)
+        .order_by(a.c.at, a.c.change, a.c.asset_id)
+    )
+    rows = conn.execute(query).all()
+    if not rows:
+        return ends
+    previous_ids = {row.previous_id for row in rows if row.previous_id is not None}
+    names: dict[int, str] = {}
+    if previous_ids:
+        names = {i: u for i, u in conn.execute(sa.select(n.c.id, n.c.urn).where(n.c.id.in_(previous_ids)))}
+    for asset_id, urn, at, change, previous_id in rows:
+        if change == Lifecycle.DROP:
+            ends[asset_id] = (urn, at)
+        else:
+            ends.pop(asset_id, None)
+        if change == Lifecycle.RENAME and previous_id is not None:
+            ends[previous_id] = (names[previous_id], at)
+    return ends
+
+
+def _ended_before(edge: EdgeRecord, ends: dict[str, int]) -> bool:
+    """Whether an end of one of the edge's datasets closes it: it began before that end."""
+    began = to_micros(edge.valid_from)
+    for urn in (edge.source, edge.target):
+        end = ends.get(urn.partition("#")[0])
+        if end is not None and began < end:
+            return True
+    return False
+
+
+def _end_edges_of_ended(edge_columns: np.ndarray, node_numbers: np.ndarray, ended: dict[int, int]) -> None:
+    """Close, in the loaded arrays, the edges of ended assets (and of their fields) at the end,
+    when they began before it (columns as `snapshot` reads them: source 1, target 2, valid_from 7,
+    valid_to 8; nodes: id 0, parent 2)."""
+    node_ids, parents = node_numbers[0], node_numbers[2]
+    owners = np.where(parents >= 0, parents, node_ids)
+    ended_ids = np.array(sorted(ended), dtype=np.int64)
+    ended_at = np.array([ended[i] for i in ended_ids], dtype=np.int64)
+    position = np.clip(np.searchsorted(ended_ids, owners), 0, len(ended_ids) - 1)
+    node_end = np.where(ended_ids[position] == owners, ended_at[position], OPEN_END)
+    began = edge_columns[7]
+    ends = []
+    for side in (edge_columns[1], edge_columns[2]):
+        side_end = node_end[np.searchsorted(node_ids, side)]
+        ends.append(np.where(began < side_end, side_end, OPEN_END))  # an end before it began is none
+    end = np.minimum(*ends)
+    closing = end < edge_columns[8]
+    edge_columns[8][closing] = end[closing]

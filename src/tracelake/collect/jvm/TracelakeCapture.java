@@ -45,6 +45,7 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
     private final Map relations = new HashMap();
     private final Set wrapperWrites = new HashSet();
     private final Set writeCommands = new HashSet();
+    private final Set lifecycleCommands = new HashSet();
     private String nestedWrite = "";
     private String directory;
     private long segmentBytes = 16L << 20;
@@ -60,12 +61,14 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             String directory,
             String nestedWrite,
             String wrapperWrites,
-            String writeCommands)
+            String writeCommands,
+            String lifecycleCommands)
             throws java.io.IOException {
         this.directory = directory;
         this.nestedWrite = nestedWrite;
         addAll(this.wrapperWrites, wrapperWrites);
         addAll(this.writeCommands, writeCommands);
+        addAll(this.lifecycleCommands, lifecycleCommands);
         this.out = new FileOutputStream(segmentFile(0), true);
         session.listenerManager().register(this);
     }
@@ -95,14 +98,16 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
         try {
             LogicalPlan plan = qe.analyzed();
             String root = plan.nodeName();
-            if (wrapperWrites.contains(root) || (root.endsWith("Command") && !writeCommands.contains(root))) {
-                return;  // DDL, SET, SHOW, temp views: no data moves
+            boolean lifecycle = lifecycleCommands.contains(root);
+            if (wrapperWrites.contains(root)
+                    || (root.endsWith("Command") && !writeCommands.contains(root) && !lifecycle)) {
+                return;  // SET, SHOW, temp views: no data moves, no table changes
             }
             String json = plan.toJSON();
             List problems = new ArrayList();
             ObjectNode found = mapper.createObjectNode();
             collectRelations(plan, found, problems);
-            ObjectNode command = writeTarget(plan, problems);
+            ObjectNode command = lifecycle ? tableAfter(plan, qe, problems) : writeTarget(plan, problems);
             ObjectNode line = mapper.createObjectNode();
             line.put("kind", "success");
             line.put("func", funcName);
@@ -337,6 +342,59 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             // its name, then
         }
         return String.valueOf(rdd.name());
+    }
+
+    /** The table a DDL command changed, as the catalog has it now the command has run: its
+     * schema (none once dropped). */
+    private ObjectNode tableAfter(LogicalPlan plan, QueryExecution qe, List problems) {
+        ObjectNode details = mapper.createObjectNode();
+        try {
+            if (plan.nodeName().equals("DropTable")) {
+                // a V2 command: its table is a ResolvedIdentifier, which the plan's JSON leaves null
+                Object resolved = call(plan, "child");
+                Object identifier = callIfAny(resolved, "identifier");
+                if (identifier instanceof org.apache.spark.sql.connector.catalog.Identifier) {
+                    // by the public interface: the implementing classes are not public
+                    org.apache.spark.sql.connector.catalog.Identifier table =
+                            (org.apache.spark.sql.connector.catalog.Identifier) identifier;
+                    String[] namespace = table.namespace();
+                    details.put("table", table.name());
+                    if (namespace.length > 0) {
+                        details.put("database", namespace[namespace.length - 1]);
+                    }
+                    Object catalog = callIfAny(resolved, "catalog");
+                    if (catalog instanceof org.apache.spark.sql.connector.catalog.CatalogPlugin) {
+                        details.put("catalog", ((org.apache.spark.sql.connector.catalog.CatalogPlugin) catalog).name());
+                    }
+                }
+                return details;
+            }
+            Object named = callIfAny(plan, "newName");
+            if (named == null) {
+                named = callIfAny(plan, "tableName");
+            }
+            if (named == null) {
+                named = callIfAny(plan, "table");
+            }
+            if (named == null) {
+                named = callIfAny(plan, "targetTable");
+            }
+            if (named instanceof org.apache.spark.sql.catalyst.catalog.CatalogTable) {
+                named = ((org.apache.spark.sql.catalyst.catalog.CatalogTable) named).identifier();
+            }
+            if (named instanceof org.apache.spark.sql.catalyst.TableIdentifier) {
+                Object catalog = call(call(call(qe, "sparkSession"), "sessionState"), "catalog");
+                org.apache.spark.sql.catalyst.catalog.SessionCatalog tables =
+                        (org.apache.spark.sql.catalyst.catalog.SessionCatalog) catalog;
+                org.apache.spark.sql.catalyst.TableIdentifier id = (org.apache.spark.sql.catalyst.TableIdentifier) named;
+                if (tables.tableExists(id)) {
+                    details.put("schema", tables.getTableMetadata(id).schema().json());
+                }
+            }
+        } catch (Throwable error) {
+            problems.add("lifecycle " + error.getClass().getName());
+        }
+        return details;
     }
 
     /** A write command's target and manner, by what the command offers (each one its own fields). */
