@@ -1,5 +1,5 @@
-"""RDD jobs on real Spark: Hadoop inputs and RDD writes, and the hops between RDDs and DataFrames
-(`df.rdd`, `rdd.toDF()`), as table-level edges of MEDIUM confidence saying why.
+"""RDD jobs on real Spark: Hadoop inputs, RDD writes and reads, and the hops between RDDs and
+DataFrames (`df.rdd`, `rdd.toDF()`), as table-level edges of MEDIUM confidence saying why.
 
 Expectations by hand: rows that pass through a Python lambda can come from any column, so each
 job below has exactly one table edge per dataset its RDD was made from, into what it wrote, and
@@ -133,6 +133,24 @@ def test_pickle_files_and_parallelized_data(lake: Lake) -> None:
     }
     notes = batch.processes[0].metadata["notes"]
     assert any("saveAsPickleFile: an RDD of no dataset" in note for note in notes)
+
+
+def test_an_rdd_job_that_only_reads_records_its_reads(lake: Lake) -> None:
+    words = _text(lake, "words", ["a b", "c"])
+    people = lake.read("people")
+    answers: list[object] = []
+
+    def job() -> None:
+        answers.append(lake.spark.sparkContext.textFile(words).map(len).count())
+        answers.append(people.rdd.map(lambda row: row.id).take(1))
+
+    tracker = lake.run(job)
+    assert answers == [2, [1]]
+    batch = tracker.batch()
+    assert batch.edges == []
+    assert sorted(lake.short(urn) for urn in batch.processes[0].metadata["reads"]) == ["people", "words"]
+    # count is sum of a collect underneath, take a runJob: each is the one action the job called
+    assert [a.func_name for a in tracker.actions] == ["count", "take"]
 
 
 def test_a_failed_rdd_write_fails_the_run_and_still_raises(lake: Lake) -> None:

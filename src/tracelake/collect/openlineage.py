@@ -27,7 +27,9 @@ only reads, or rewrites what it reads is found with its datasets though no edge 
 
 A RunEvent gives a Run (START opens it as RUNNING; COMPLETE, FAIL, ABORT end it; the parent run is
 its job id), except an OTHER event or one without eventType, which tell nothing of the run's
-lifecycle. Datasets give their `schema` fields (nested as `a.b`), `ownership` and `documentation`.
+lifecycle. Datasets give their `schema` fields (nested as `a.b`), `ownership` and `documentation`;
+a `lifecycleStateChange` facet (on a COMPLETE run's outputs, or in a DatasetEvent) is a change of
+the dataset's own life (`AssetChange`: a DROP ends its edges), not a flow.
 `events_to_batch` merges events, all or nothing, into one observation at the latest event time: as
 the spec's accumulative events mean, a process's edges are the union of its events'. Each event is
 kept as received in `LineageBatch.events`, for Marquez's read API.
@@ -49,9 +51,11 @@ from openlineage.client.event_v2 import RunState
 from tracelake.emit.openlineage import openlineage_run_id
 from tracelake.model import (
     Asset,
+    AssetChange,
     Confidence,
     Field,
     FlowEdge,
+    Lifecycle,
     LineageBatch,
     Problem,
     Process,
@@ -248,7 +252,8 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     builder.observe(moment)
     if kind == _DATASET_EVENT:
         # a dataset's own facets: a columnLineage here has no job to hang edges on, so is not read
-        _Event(builder).dataset(root.member("dataset"))
+        dataset_at = root.member("dataset")
+        _lifecycle(builder, _Event(builder).dataset(dataset_at), dataset_at, moment, None, None)
         return
     state = _event_type(root.member("eventType"), builder) if kind == _RUN_EVENT else None
     run = root.member("run").obj() if kind == _RUN_EVENT else None
@@ -269,6 +274,9 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     ]
     for target, at in outputs:
         edges.extend(event.column_edges(target, at, process_urn))
+        # a lifecycle change is a fact once the run that made it completed
+        if state is RunState.COMPLETE and run_record is not None:
+            _lifecycle(builder, target, at, moment, process_urn, run_record.run_id)
     for edge in edges:
         builder.add_edge(edge)
     # the job is known whatever it moved; the datasets it names are kept with it, so a job that
@@ -277,6 +285,29 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     builder.add_job_datasets(process_urn, inputs, [target for target, _ in outputs])
     if run_record is not None:
         builder.add_run(run_record)
+
+
+def _lifecycle(
+    builder: _Builder, urn: str, dataset: _At, moment: datetime, process: str | None, run_id: str | None
+) -> None:
+    """A dataset's `lifecycleStateChange` facet (CREATE, DROP, RENAME with its previous name…),
+    as a change of the dataset's own life."""
+
+    def read(facet: _At) -> AssetChange:
+        value = facet.member("lifecycleStateChange")
+        try:
+            change = Lifecycle(value.text())
+        except ValueError:
+            raise value.fail(f"not a lifecycle state ({', '.join(Lifecycle)})") from None
+        previous = facet.member("previousIdentifier").optional_obj()
+        previous_urn = None
+        if previous is not None:
+            previous_urn = asset_urn(previous.member("namespace").text(), previous.member("name").text())
+        return AssetChange(urn, change, moment, Signal.OPENLINEAGE, process, run_id, previous=previous_urn)
+
+    found = _read_facet(builder, dataset.obj(), "lifecycleStateChange", read, None)
+    if found is not None:
+        builder.changes.append(found)
 
 
 def _event_kind(root: _At, schema_url: str) -> str:
@@ -535,6 +566,7 @@ class _Builder:
     edges: dict[tuple[str, str, str, str, str], FlowEdge] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[AssetChange] = field(default_factory=list)
     observed_at: datetime | None = None
 
     def observe(self, moment: datetime) -> None:
@@ -611,5 +643,6 @@ class _Builder:
             edges=list(self.edges.values()),
             problems=self.problems,
             events=self.events,
+            changes=self.changes,
             observed_at=self.observed_at,
         )

@@ -501,23 +501,27 @@ def analyze_action(
     return result
 
 
-def analyze_rdd_write(
-    func_name: str, path: str, file_format: str, sources: dict[str, str], origins: RddOrigins
+def analyze_rdd_action(
+    func_name: str, path: str | None, file_format: str, sources: dict[str, str], origins: RddOrigins
 ) -> ActionLineage:
-    """An RDD saved to files: a table-level edge from each dataset its ancestors read — Hadoop
-    inputs (`textFile`, …) and the DataFrames behind `df.rdd` — MEDIUM, with why."""
+    """An RDD action: the datasets its ancestors read — Hadoop inputs (`textFile`, …) and the
+    DataFrames behind `df.rdd` — and, for one that saved files at `path`, a table-level edge
+    from each into them, MEDIUM, with why."""
     result = ActionLineage(func_name)
-    target = Dataset(location_urn(path), "files", {"format": file_format})
-    result.writes[target.urn] = target
     datasets = rdd_sources(sources, origins)
     for dataset in datasets:
         result.reads.setdefault(dataset.urn, dataset)
         result.through_rdd.add(dataset.urn)
+    if sources.get("complete") == "false":
+        result.notes.append(f"{func_name}: an RDD lineage too long to walk whole; inputs may be missing")
+    if path is None:
+        return result
+    target = Dataset(location_urn(path), "files", {"format": file_format})
+    result.writes[target.urn] = target
+    for dataset in datasets:
         _add_table_edge(result, dataset.urn, target.urn)
     if not datasets:
         result.notes.append(f"{func_name}: an RDD of no dataset Tracelake can name (parallelize?)")
-    if sources.get("complete") == "false":
-        result.notes.append(f"{func_name}: an RDD lineage too long to walk whole; inputs may be missing")
     return result
 
 

@@ -63,11 +63,12 @@ class ActionFailure:
 
 
 @dataclass(slots=True)
-class RddWrite:
-    """An RDD written by PySpark (`saveAsTextFile`, …): its target and its RDD's sources."""
+class RddAction:
+    """An RDD action of PySpark: what it wrote (`saveAsTextFile`, …; no path for `collect`,
+    `count`…) and its RDD's sources."""
 
     func_name: str
-    path: str
+    path: str | None
     file_format: str
     sources: dict[str, str]  # what the JVM found: Hadoop inputs, ancestor RDD ids
     duration_ms: float
@@ -85,7 +86,7 @@ class RddOrigin:
     at: datetime = field(default_factory=utcnow)
 
 
-Captured = ActionCapture | ActionFailure | RddWrite | RddOrigin
+Captured = ActionCapture | ActionFailure | RddAction | RddOrigin
 
 
 class CaptureJournal:
@@ -181,10 +182,11 @@ def _item(line: bytes) -> Captured | None:
         kind = record.get("kind")
         if kind == "failure":
             return ActionFailure(func_name, str(record.get("error_class")), at)
-        if kind == "rdd_write":
+        if kind == "rdd_action":
             sources = {key: str(value) for key, value in record["rdd"].items()}
             duration, capture = record["duration_ns"] / 1e6, record["capture_ns"] / 1e6
-            return RddWrite(func_name, record["path"], record["format"], sources, duration, capture, at)
+            path = record["path"] or None
+            return RddAction(func_name, path, record["format"], sources, duration, capture, at)
         if kind not in ("success", "rdd_origin"):
             raise _JvmError(str(record.get("error_class")))
         for problem in record.get("problems") or ():

@@ -22,9 +22,9 @@ from tracelake.collect.spark_lineage import (
     EdgeKey,
     RddOrigins,
     analyze_action,
-    analyze_rdd_write,
+    analyze_rdd_action,
 )
-from tracelake.collect.spark_listener import ActionFailure, Captured, RddOrigin, RddWrite
+from tracelake.collect.spark_listener import ActionFailure, Captured, RddAction, RddOrigin
 from tracelake.collect.sql_relation import Deps, add_dep, column_urn
 from tracelake.model import (
     DECLARED_COLUMNS,
@@ -163,8 +163,8 @@ class RunRecord:
                 reads = analyze_action("rdd", item.plan, item.details, state.memory, state.origins).reads
                 state.origins[item.rdd_id] = list(reads.values())
                 return False
-            if isinstance(item, RddWrite):
-                lineage = analyze_rdd_write(
+            if isinstance(item, RddAction):
+                lineage = analyze_rdd_action(
                     item.func_name, item.path, item.file_format, item.sources, state.origins
                 )
             else:

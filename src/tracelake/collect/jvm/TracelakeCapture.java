@@ -228,9 +228,10 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
 
     // -- RDDs ----------------------------------------------------------------------------------
 
-    /** An RDD written by PySpark (saveAsTextFile, saveAsHadoopFile, …), which no
-     * QueryExecutionListener hears of: its target and the sources of its lineage, one line. */
-    public synchronized void rddWrite(
+    /** An RDD action of PySpark (saveAsTextFile, collect, count…), which no
+     * QueryExecutionListener hears of: what it wrote (`path`, empty for an action that writes
+     * nothing) and the sources of its RDD's lineage, one line. */
+    public synchronized void rddAction(
             String funcName, String path, String format, Object rdd, long durationNs, String errorClass) {
         if (closed) {
             return;
@@ -247,7 +248,7 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
                 return;
             }
             ObjectNode line = mapper.createObjectNode();
-            line.put("kind", "rdd_write");
+            line.put("kind", "rdd_action");
             line.put("func", funcName);
             line.put("at_ms", System.currentTimeMillis());
             line.put("duration_ns", durationNs);
