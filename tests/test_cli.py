@@ -6,12 +6,15 @@ Expected nodes and edges below were worked out by reading examples/dating/query_
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tracelake.cli import app
+from tracelake.model import AssetChange, Lifecycle, LineageBatch, Signal
+from tracelake.store import LineageStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dating"
 T = "hive.table/"
@@ -205,6 +208,33 @@ def test_show_as_of_a_date_lists_the_edges_of_then(db: str) -> None:
     assert code == 0, err
     assert {e["source"] for e in json.loads(out)["inputs"]} == {f"{T}dating.safety_log_tbl"}
     assert {e["source"] for e in now["inputs"]} == {f"{T}dating.safety_log_tbl", f"{T}dating.user_profile"}
+
+
+def test_show_gives_a_dropped_tables_lifecycle_and_no_current_edges(db: str) -> None:
+    ingest_example(db)
+    log = f"{T}dating.safety_log_tbl"
+    dropped_at = datetime(2024, 3, 13, 9, 0, tzinfo=UTC)
+    with LineageStore(f"sqlite:///{db}") as store:
+        store.ingest(
+            LineageBatch(
+                changes=[
+                    AssetChange(
+                        log, Lifecycle.DROP, dropped_at, Signal.SPARK_RUNTIME, "spark.job/cleanup", "run-1"
+                    )
+                ]
+            )
+        )
+
+    code, out, err = run("show", "dating.safety_log_tbl", "--db", db)
+    assert code == 0, err
+    assert "lifecycle" in out and "DROP" in out and "cleanup" in out
+    node = json.loads(run("show", "dating.safety_log_tbl", "--format", "json", "--db", db)[1])
+    assert [(c["change"], c["at"], c["run_id"]) for c in node["changes"]] == [
+        ("DROP", dropped_at.isoformat(), "run-1")
+    ]
+    assert node["inputs"] == [] and node["outputs"] == []  # the drop ended them
+    before = run("show", "dating.safety_log_tbl", "--as-of", "2024-03-12", "--format", "json", "--db", db)[1]
+    assert json.loads(before)["inputs"] and json.loads(before)["changes"] == []
 
 
 @pytest.mark.parametrize(
