@@ -115,14 +115,7 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             line.put("duration_ns", durationNs);
             line.set("relations", found);
             line.set("command", command);
-            ArrayNode listed = line.putArray("problems");
-            for (int i = 0; i < problems.size(); i++) {
-                listed.add((String) problems.get(i));
-            }
-            line.put("capture_ns", System.nanoTime() - started);
-            // the plan is JSON already: spliced in as text rather than parsed and written again
-            String text = mapper.writeValueAsString(line);
-            write(text.substring(0, text.length() - 1) + ",\"plan\":" + json + "}\n");
+            writeWithPlan(line, problems, started, json);
         } catch (Throwable error) {
             report("error", funcName, error);
         }
@@ -280,13 +273,7 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             line.put("at_ms", System.currentTimeMillis());
             line.put("rdd_id", rddId);
             line.set("relations", found);
-            ArrayNode listed = line.putArray("problems");
-            for (int i = 0; i < problems.size(); i++) {
-                listed.add((String) problems.get(i));
-            }
-            line.put("capture_ns", System.nanoTime() - started);
-            String text = mapper.writeValueAsString(line);
-            write(text.substring(0, text.length() - 1) + ",\"plan\":" + plan.toJSON() + "}\n");
+            writeWithPlan(line, problems, started, plan.toJSON());
         } catch (Throwable error) {
             report("error", "rdd", error);
         }
@@ -468,6 +455,19 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
         } catch (Throwable ignored) {
             // the journal itself failing: Python sees the action missing, nothing more to do here
         }
+    }
+
+    /** A line with its problems, the time capturing it took (since `started`) and the plan's
+     * JSON, which is JSON already: spliced in as text rather than parsed and written again. */
+    private void writeWithPlan(ObjectNode line, List problems, long started, String planJson)
+            throws java.io.IOException {
+        ArrayNode listed = line.putArray("problems");
+        for (int i = 0; i < problems.size(); i++) {
+            listed.add((String) problems.get(i));
+        }
+        line.put("capture_ns", System.nanoTime() - started);
+        String text = mapper.writeValueAsString(line);
+        write(text.substring(0, text.length() - 1) + ",\"plan\":" + planJson + "}\n");
     }
 
     /** One whole line a write call; a segment full is closed before the next is made, so Python
