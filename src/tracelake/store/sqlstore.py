@@ -1242,28 +1242,32 @@ def _edge_record(row: Any) -> EdgeRecord:
 
 
 def _ended(conn: sa.Connection) -> dict[int, tuple[str, int]]:
-    """Assets whose last change ended them (DROP, or RENAMEd away): id → (urn, when in µs)."""
+    """Assets whose last change ended them (DROP, or RENAMEd away): id → (urn, when in µs).
+
+    Only assets ever dropped or renamed away can have ended, so only their changes (and the
+    renames) are read: the many OVERWRITEs of tables that never ended are not, whatever their
+    number, on every `edges` call and index load."""
     a, n = s.asset_changes, s.nodes
-    ends: dict[int, tuple[str, int]] = {}
+    owner, previous = n.alias("owner"), n.alias("previous")
+    ever_ended = sa.union(
+        sa.select(a.c.asset_id).where(a.c.change == str(Lifecycle.DROP)),
+        sa.select(a.c.previous_id).where(a.c.previous_id.is_not(None)),
+    )
     query = (
-        sa.select(a.c.asset_id, n.c.urn, a.c.at, a.c.change, a.c.previous_id)
-        .join(n, n.c.id == a.c.asset_id)
+        sa.select(a.c.asset_id, owner.c.urn, a.c.at, a.c.change, a.c.previous_id, previous.c.urn)
+        .join(owner, owner.c.id == a.c.asset_id)
+        .outerjoin(previous, previous.c.id == a.c.previous_id)
+        .where(sa.or_(a.c.asset_id.in_(ever_ended.scalar_subquery()), a.c.change == str(Lifecycle.RENAME)))
         .order_by(a.c.at, a.c.change, a.c.asset_id)
     )
-    rows = conn.execute(query).all()
-    if not rows:
-        return ends
-    previous_ids = {row.previous_id for row in rows if row.previous_id is not None}
-    names: dict[int, str] = {}
-    if previous_ids:
-        names = {i: u for i, u in conn.execute(sa.select(n.c.id, n.c.urn).where(n.c.id.in_(previous_ids)))}
-    for asset_id, urn, at, change, previous_id in rows:
+    ends: dict[int, tuple[str, int]] = {}
+    for asset_id, urn, at, change, previous_id, previous_urn in conn.execute(query):
         if change == Lifecycle.DROP:
             ends[asset_id] = (urn, at)
         else:
             ends.pop(asset_id, None)
         if change == Lifecycle.RENAME and previous_id is not None:
-            ends[previous_id] = (names[previous_id], at)
+            ends[previous_id] = (previous_urn, at)
     return ends
 
 
