@@ -58,9 +58,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one Spark session of the test run (`local[2]`), created only if a test asks for it.
 
     Its warehouse and scratch space live in a temporary folder, so tables written by tests
-    vanish with it; the UI is off and shuffles are small, so tests stay quick on 2 cores.
+    vanish with it; the UI is off and shuffles are small, so tests stay quick on 2 cores. Every
+    tracked run checks the listener's plan JSON against Spark's own (`VERIFY_PLAN_JSON`); one
+    plan that differs fails the run at the end.
     """
     from pyspark.sql import SparkSession
+
+    from tracelake.collect.spark_listener import VERIFY_PLAN_JSON, new_listener
 
     base = tmp_path_factory.mktemp("spark")
     # Python workers run the suite's own interpreter (with pandas), not whatever is on PATH.
@@ -77,9 +81,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    os.environ[VERIFY_PLAN_JSON] = "1"
     try:
         yield session
+        compared, differing = new_listener(session.sparkContext._gateway).planJsonChecks()
+        assert differing == 0, f"{differing} of {compared} plans' JSON differed from Spark's toJSON()"
     finally:
+        os.environ.pop(VERIFY_PLAN_JSON, None)
         session.stop()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ from tracelake.model import utcnow
 logger = logging.getLogger("tracelake.spark")
 
 _LISTENER_CLASS = "TracelakeCapture"
+# Set (to anything) to check every plan's JSON against Spark's own `toJSON()`: the listener
+# writes Spark's on a difference, and counts them (`TracelakeCapture.planJsonChecks`).
+VERIFY_PLAN_JSON = "TRACELAKE_VERIFY_PLAN_JSON"
 _RELATION_KINDS = frozenset({"relation", "v2_relation", "rdd"})
 
 
@@ -93,16 +97,15 @@ class CaptureJournal:
     """One tracker's listener in the JVM and the journal it writes in `directory`; `read` what
     is new (`spark_journal` says where journals live and how they are read)."""
 
-    _compiled: ClassVar[dict[int, Any]] = {}
-    _compile_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(self, spark: Any, directory: Path, *, segment_bytes: int | None = None) -> None:
         self._spark = spark
         self.directory = directory
         self.errors = 0
         self._reader = SegmentReader(directory)
         self._lock = threading.Lock()
-        self._listener = self._new_listener(spark.sparkContext._gateway)
+        self._listener = new_listener(spark.sparkContext._gateway)
+        if os.environ.get(VERIFY_PLAN_JSON):
+            self._listener.setVerifyPlanJson(True)
         if segment_bytes is not None:
             self._listener.setSegmentBytes(segment_bytes)
         self._listener.open(
@@ -114,22 +117,6 @@ class CaptureJournal:
             ",".join(sorted(LIFECYCLE_COMMANDS)),
         )
         spark_rdd.attach(spark.sparkContext, self._listener)
-
-    def _new_listener(self, gateway: Any) -> Any:
-        """A new listener object in the JVM; its class compiled on first use, once per JVM."""
-        with self._compile_lock:
-            made = self._compiled.get(id(gateway))
-            if made is None:
-                jvm = gateway.jvm
-                compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
-                source = resources.files("tracelake.collect").joinpath("jvm", f"{_LISTENER_CLASS}.java")
-                compiler.cook(source.read_text(encoding="utf-8"))
-                listener_class = compiler.getClassLoader().loadClass(_LISTENER_CLASS)
-                constructor = listener_class.getConstructor(gateway.new_array(jvm.java.lang.Class, 0))
-                made = self._compiled[id(gateway)] = (constructor, gateway.new_array(jvm.java.lang.Object, 0))
-        constructor, no_arguments = made
-        return constructor.newInstance(no_arguments)
 
     @property
     def segment(self) -> int:
@@ -158,6 +145,28 @@ class CaptureJournal:
             self._listener.close(self._spark._jsparkSession)
         except Exception as error:
             logger.warning("Spark listener not detached (%s)", type(error).__name__)
+
+
+_compiled: dict[int, Any] = {}
+_compile_lock = threading.Lock()
+
+
+def new_listener(gateway: Any) -> Any:
+    """A new listener object in the JVM of `gateway`; its class compiled on first use, once per
+    JVM."""
+    with _compile_lock:
+        made = _compiled.get(id(gateway))
+        if made is None:
+            jvm = gateway.jvm
+            compiler = jvm.org.codehaus.janino.SimpleCompiler()
+            compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+            source = resources.files("tracelake.collect").joinpath("jvm", f"{_LISTENER_CLASS}.java")
+            compiler.cook(source.read_text(encoding="utf-8"))
+            listener_class = compiler.getClassLoader().loadClass(_LISTENER_CLASS)
+            constructor = listener_class.getConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+            made = _compiled[id(gateway)] = (constructor, gateway.new_array(jvm.java.lang.Object, 0))
+    constructor, no_arguments = made
+    return constructor.newInstance(no_arguments)
 
 
 def parse_lines(lines: list[bytes]) -> tuple[list[Captured], int]:

@@ -2,7 +2,7 @@
  * Tracelake's QueryExecutionListener, compiled inside the driver's JVM by Janino (the compiler
  * Spark ships for its own code generation), so no jar is installed and no Python runs on the
  * listener bus. For every action it appends one JSON line to a journal segment: the analyzed
- * plan's toJSON(), the facts that JSON leaves null (a relation's files, a write's path, format,
+ * plan's JSON (TreeNode.toJSON's format, written here: see planJson), the facts that JSON leaves null (a relation's files, a write's path, format,
  * mode and schema), and the action's timing; a failed action writes its exception's class.
  * Python reads the segments (tracelake.collect.spark_listener.CaptureJournal). Nothing here may
  * fail the user's job: every Throwable is caught and written down as its class, never a message.
@@ -12,6 +12,8 @@
 
 import java.io.File;
 import java.io.FileOutputStream;
+import java.io.StringWriter;
+import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -21,10 +23,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.trees.TreeNode;
 import org.apache.spark.sql.execution.QueryExecution;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
@@ -38,6 +42,12 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
     private static final String INPUT_DIRS = "mapreduce.input.fileinputformat.inputdir";
     private static final Object[] NO_ARGS = new Object[0];
     private static final Class[] NO_TYPES = new Class[0];
+    // A class's constructor parameter names, by class: what makes Spark's own toJSON slow is
+    // asking Scala reflection for them again for every node (~0.15 ms a class, each time).
+    private static final Map FIELD_NAMES = new HashMap();
+    private static final Map OWN_JSON_FIELDS = new HashMap();  // class → Boolean: overrides jsonFields
+    private static Method parseToJson;
+    private static Method shouldConvertToJson;
 
     private final ObjectMapper mapper = new ObjectMapper();
     // relation details by the relation's output exprIds: a DataFrame read once, used by many
@@ -53,6 +63,9 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
     private long written = 0;
     private FileOutputStream out;
     private boolean closed = false;
+    private boolean verifyPlanJson = false;
+    private static long plansCompared = 0;
+    private static long plansDiffering = 0;
 
     /** Start journalling `session`'s actions into `directory`, skipping what Python's
      * spark_lineage says moves no data (the sets comma-joined). One py4j call. */
@@ -103,8 +116,8 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
                     || (root.endsWith("Command") && !writeCommands.contains(root) && !lifecycle)) {
                 return;  // SET, SHOW, temp views: no data moves, no table changes
             }
-            String json = plan.toJSON();
             List problems = new ArrayList();
+            String json = planJson(plan, problems);
             ObjectNode found = mapper.createObjectNode();
             collectRelations(plan, found, problems);
             ObjectNode command = lifecycle ? tableAfter(plan, qe, problems) : writeTarget(plan, problems);
@@ -125,6 +138,267 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
         if (!closed) {
             report("failure", funcName, exception);
         }
+    }
+
+    // -- the plan's JSON -----------------------------------------------------------------------
+
+    /** Check every plan's JSON against Spark's own toJSON, which is then written on a difference
+     * (with the problem "plan_json differs"): for a Spark version this was not tried on. */
+    public synchronized void setVerifyPlanJson(boolean verify) {
+        this.verifyPlanJson = verify;
+    }
+
+    /** Plans compared and found different in verify mode, by every listener of this JVM. */
+    public static synchronized long[] planJsonChecks() {
+        return new long[] {plansCompared, plansDiffering};
+    }
+
+    private String planJson(LogicalPlan plan, List problems) {
+        String json;
+        try {
+            json = planJson(plan);
+        } catch (Throwable error) {
+            problems.add("plan_json " + error.getClass().getName());
+            return plan.toJSON();
+        }
+        if (verifyPlanJson) {
+            String spark = plan.toJSON();
+            synchronized (TracelakeCapture.class) {
+                plansCompared += 1;
+                if (!spark.equals(json)) {
+                    plansDiffering += 1;
+                }
+            }
+            if (!spark.equals(json)) {
+                problems.add("plan_json differs");
+                return spark;
+            }
+        }
+        return json;
+    }
+
+    /** `node.toJSON()`, written the way Spark's TreeNode writes it (jsonValue, jsonFields and
+     * parseToJson, case by case in their order) but with each class's field names looked up
+     * once. Values Spark renders without reflection (doubles, storage levels, truncated
+     * string lists) are handed to its own parseToJson. */
+    public String planJson(TreeNode node) throws Exception {
+        StringWriter text = new StringWriter();
+        JsonGenerator out = mapper.getFactory().createGenerator(text);
+        writeTree(out, node);
+        out.close();
+        return text.toString();
+    }
+
+    /** TreeNode.jsonValue: the tree's nodes in pre-order, children as indexes. */
+    private void writeTree(JsonGenerator out, TreeNode root) throws Exception {
+        out.writeStartArray();
+        ArrayList pending = new ArrayList();
+        pending.add(root);
+        while (!pending.isEmpty()) {
+            TreeNode node = (TreeNode) pending.remove(pending.size() - 1);
+            writeNode(out, node);
+            scala.collection.immutable.Seq children = node.children();
+            for (int i = children.length() - 1; i >= 0; i--) {
+                pending.add(children.apply(i));
+            }
+        }
+        out.writeEndArray();
+    }
+
+    private void writeNode(JsonGenerator out, TreeNode node) throws Exception {
+        out.writeStartObject();
+        out.writeStringField("class", node.getClass().getName());
+        out.writeNumberField("num-children", node.children().length());
+        if (ownsJsonFields(node.getClass())) {  // Literal: its value as a string
+            scala.collection.Iterator fields = node.jsonFields().iterator();
+            while (fields.hasNext()) {
+                scala.Tuple2 field = (scala.Tuple2) fields.next();
+                if (!(field._2() instanceof org.json4s.JNothing$)) {
+                    out.writeFieldName((String) field._1());
+                    out.writeRawValue(org.json4s.jackson.JsonMethods$.MODULE$.compact((org.json4s.JValue) field._2()));
+                }
+            }
+            out.writeEndObject();
+            return;
+        }
+        String[] names = fieldNames(node.getClass());
+        ArrayList values = new ArrayList();
+        addAll(values, node.productIterator());
+        addAll(values, node.otherCopyArgs().iterator());
+        if (names.length != values.size()) {
+            throw new IllegalStateException("fields");  // Spark's assertion: its toJSON fails too
+        }
+        scala.collection.immutable.Set children = node.containsChild();
+        for (int i = 0; i < names.length; i++) {
+            Object value = values.get(i);
+            if (value instanceof TreeNode && children.contains(value)) {
+                out.writeNumberField(names[i], node.children().indexOf(value));
+            } else if (value instanceof scala.collection.immutable.Seq && allIn((scala.collection.immutable.Seq) value, children)) {
+                out.writeArrayFieldStart(names[i]);
+                scala.collection.Iterator items = ((scala.collection.immutable.Seq) value).iterator();
+                while (items.hasNext()) {
+                    out.writeNumber(node.children().indexOf(items.next()));
+                }
+                out.writeEndArray();
+            } else if (!isNothing(value)) {
+                out.writeFieldName(names[i]);
+                writeValue(out, node, value);
+            }
+        }
+        out.writeEndObject();
+    }
+
+    /** TreeNode.parseToJson, in its order of cases. */
+    private void writeValue(JsonGenerator out, TreeNode owner, Object value) throws Exception {
+        if (value == null) {
+            out.writeNull();
+        } else if (value instanceof Boolean) {
+            out.writeBoolean(((Boolean) value).booleanValue());
+        } else if (value instanceof Byte || value instanceof Short || value instanceof Integer || value instanceof Long) {
+            out.writeNumber(((Number) value).longValue());
+        } else if (value instanceof String) {
+            out.writeString((String) value);
+        } else if (value instanceof java.util.UUID) {
+            out.writeString(value.toString());
+        } else if (value instanceof org.apache.spark.sql.types.DataType) {
+            out.writeRawValue(((org.apache.spark.sql.types.DataType) value).json());
+        } else if (value instanceof org.apache.spark.sql.types.Metadata) {
+            out.writeRawValue("{}");  // Spark writes every Metadata as the empty one
+        } else if (value instanceof Class) {
+            out.writeString(((Class) value).getName());
+        } else if (value instanceof Float || value instanceof Double || value instanceof scala.math.BigInt
+                || value instanceof org.apache.spark.storage.StorageLevel) {
+            out.writeRawValue(sparkJson(owner, value));
+        } else if (value instanceof TreeNode) {
+            writeTree(out, (TreeNode) value);
+        } else if (value instanceof scala.Option) {
+            writeValue(out, owner, ((scala.Option) value).get());  // isNothing skipped None
+        } else if (value instanceof scala.collection.immutable.Seq) {
+            writeSeq(out, owner, (scala.collection.immutable.Seq) value);
+        } else if (value instanceof scala.collection.Map) {
+            out.writeNull();
+        } else if (value.getClass().getName().endsWith("$")) {  // a Scala object: its class
+            out.writeStartObject();
+            out.writeStringField("object", value.getClass().getName());
+            out.writeEndObject();
+        } else if (value instanceof scala.Product && shouldConvert(owner, (scala.Product) value)) {
+            writeProduct(out, owner, (scala.Product) value);
+        } else {
+            out.writeNull();
+        }
+    }
+
+    private void writeSeq(JsonGenerator out, TreeNode owner, scala.collection.immutable.Seq seq) throws Exception {
+        // Spark 4's test: all partitionings, all data types or all products (nodes, lists…)
+        if (allOf(seq, org.apache.spark.sql.catalyst.plans.physical.Partitioning.class)
+                || allOf(seq, org.apache.spark.sql.types.DataType.class) || allOf(seq, scala.Product.class)) {
+            out.writeStartArray();
+            scala.collection.Iterator items = seq.iterator();
+            while (items.hasNext()) {
+                writeValue(out, owner, items.next());
+            }
+            out.writeEndArray();
+        } else if (seq.length() > 0 && seq.head() instanceof String) {
+            out.writeRawValue(sparkJson(owner, seq));  // truncated as SQLConf says
+        } else {
+            out.writeNull();
+        }
+    }
+
+    private void writeProduct(JsonGenerator out, TreeNode owner, scala.Product product) throws Exception {
+        String[] names = fieldNames(product.getClass());
+        ArrayList values = new ArrayList();
+        if (product.productArity() == names.length) {
+            addAll(values, product.productIterator());
+        } else {
+            for (int i = 0; i < names.length; i++) {
+                Field field = product.getClass().getDeclaredField(names[i]);
+                field.setAccessible(true);
+                values.add(field.get(product));
+            }
+        }
+        out.writeStartObject();
+        out.writeStringField("product-class", product.getClass().getName());
+        for (int i = 0; i < names.length; i++) {
+            if (!isNothing(values.get(i))) {
+                out.writeFieldName(names[i]);
+                writeValue(out, owner, values.get(i));
+            }
+        }
+        out.writeEndObject();
+    }
+
+    /** An Option that json4s renders as nothing: its field is left out. */
+    private static boolean isNothing(Object value) {
+        return value instanceof scala.Option
+                && (((scala.Option) value).isEmpty() || isNothing(((scala.Option) value).get()));
+    }
+
+    private static boolean allIn(scala.collection.immutable.Seq seq, scala.collection.immutable.Set set) {
+        scala.collection.Iterator items = seq.iterator();
+        while (items.hasNext()) {
+            if (!set.contains(items.next())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean allOf(scala.collection.immutable.Seq seq, Class type) {
+        scala.collection.Iterator items = seq.iterator();
+        while (items.hasNext()) {
+            if (!type.isInstance(items.next())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static String[] fieldNames(Class type) {
+        synchronized (FIELD_NAMES) {
+            String[] names = (String[]) FIELD_NAMES.get(type);
+            if (names == null) {
+                scala.collection.immutable.Seq found =
+                        org.apache.spark.sql.catalyst.ScalaReflection$.MODULE$.getConstructorParameterNames(type);
+                names = new String[found.length()];
+                for (int i = 0; i < names.length; i++) {
+                    names[i] = (String) found.apply(i);
+                }
+                FIELD_NAMES.put(type, names);
+            }
+            return names;
+        }
+    }
+
+    private static boolean ownsJsonFields(Class type) throws Exception {
+        synchronized (OWN_JSON_FIELDS) {
+            Boolean owns = (Boolean) OWN_JSON_FIELDS.get(type);
+            if (owns == null) {
+                owns = Boolean.valueOf(type.getMethod("jsonFields", NO_TYPES).getDeclaringClass() != TreeNode.class);
+                OWN_JSON_FIELDS.put(type, owns);
+            }
+            return owns.booleanValue();
+        }
+    }
+
+    /** Spark's own parseToJson of a value it renders without reflection, as text. */
+    private static String sparkJson(TreeNode owner, Object value) throws Exception {
+        if (parseToJson == null) {
+            Method method = TreeNode.class.getDeclaredMethod("parseToJson", new Class[] {Object.class});
+            method.setAccessible(true);
+            parseToJson = method;
+        }
+        Object json = parseToJson.invoke(owner, new Object[] {value});
+        return org.json4s.jackson.JsonMethods$.MODULE$.compact((org.json4s.JValue) json);
+    }
+
+    private static boolean shouldConvert(TreeNode owner, scala.Product product) throws Exception {
+        if (shouldConvertToJson == null) {
+            Method method = TreeNode.class.getDeclaredMethod("shouldConvertToJson", new Class[] {scala.Product.class});
+            method.setAccessible(true);
+            shouldConvertToJson = method;
+        }
+        return ((Boolean) shouldConvertToJson.invoke(owner, new Object[] {product})).booleanValue();
     }
 
     // -- what the JSON leaves null ------------------------------------------------------------
@@ -273,7 +547,7 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
             line.put("at_ms", System.currentTimeMillis());
             line.put("rdd_id", rddId);
             line.set("relations", found);
-            writeWithPlan(line, problems, started, plan.toJSON());
+            writeWithPlan(line, problems, started, planJson(plan, problems));
         } catch (Throwable error) {
             report("error", "rdd", error);
         }
