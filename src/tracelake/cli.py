@@ -217,8 +217,11 @@ def ingest_sql(
         if problem.excerpt:
             err.print(f"    {problem.excerpt}", highlight=False, markup=False)
     report = summary.report
+    outcomes = summary.outcomes
     out.print(
-        f"{summary.statements} statements: {summary.parsed} parsed, {summary.failed} failed; "
+        f"{summary.statements} statements: {summary.parsed} parsed ({outcomes.get('lineage', 0)} with "
+        f"lineage, {outcomes.get('read', 0)} read-only, {outcomes.get('no lineage', 0)} moving no data, "
+        f"{outcomes.get('untraced', 0)} not traced), {summary.failed} failed; "
         f"{summary.edges} edges ({report.edges_added} new, {report.edges_closed} closed, "
         f"{report.versions_added} process versions new, {report.versions_unchanged} unchanged)",
         highlight=False,

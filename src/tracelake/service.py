@@ -48,6 +48,7 @@ class SqlIngestSummary:
     edges: int
     problems: list[Problem]
     report: IngestReport
+    outcomes: dict[str, int] = field(default_factory=dict)  # statements by what they came to
 
 
 @dataclass(slots=True)
@@ -176,6 +177,7 @@ class Tracelake:
             edges=collection.edges,
             problems=collection.problems,
             report=report,
+            outcomes={str(outcome): count for outcome, count in collection.outcomes.items()},
         )
 
     def ingest_openlineage(

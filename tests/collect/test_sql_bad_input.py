@@ -142,10 +142,10 @@ def test_a_statement_whose_lineage_cannot_be_worked_out_is_a_problem(monkeypatch
 
     original = sql_statements.RunState.apply
 
-    def apply(self: sql_statements.RunState, statement: object, **options: object) -> None:
+    def apply(self: sql_statements.RunState, statement: object, **options: object) -> sql_statements.Outcome:
         if "boom" in str(statement):
             raise KeyError("boom")
-        original(self, statement, **options)  # type: ignore[arg-type]
+        return original(self, statement, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sql_statements.RunState, "apply", apply)
     c = collect_sql("INSERT INTO d.a SELECT x FROM d.s;\nINSERT INTO d.boom SELECT y FROM d.s;")

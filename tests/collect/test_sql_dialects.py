@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracelake.collect.sql import collect_path, supported_dialects
+from tracelake.collect.sql_statements import Outcome
 
 from . import column_edges, direct_edges, indirect_edges, lineage, table_edges, to_all
 
@@ -116,4 +117,5 @@ def test_statements_sqlglot_keeps_as_commands_parse_quietly(caplog: pytest.LogCa
         "SET hivevar:ds=2024-01-01; ADD JAR /tmp/udf.jar; MSCK REPAIR TABLE d.t; SHOW TABLES", dialect="hive"
     )
     assert (c.statements, c.parsed, c.edges) == (4, 4, 0)
+    assert c.outcomes[Outcome.NO_LINEAGE] == 4 and not c.problems  # each a known kind, none silent
     assert "Falling back" not in caplog.text

@@ -24,7 +24,7 @@ from sqlglot.dialects.dialect import Dialect, Dialects
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql_log import LogEntry, read_log
 from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
-from tracelake.collect.sql_statements import RunState
+from tracelake.collect.sql_statements import Outcome, RunState
 from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
@@ -73,6 +73,8 @@ class SqlCollection:
     statements: int = 0
     parsed: int = 0
     failed: int = 0
+    # what the parsed statements came to: each one exactly one Outcome
+    outcomes: dict[Outcome, int] = field(default_factory=lambda: dict.fromkeys(Outcome, 0))
 
     @property
     def edges(self) -> int:
@@ -84,6 +86,8 @@ class SqlCollection:
         self.statements += other.statements
         self.parsed += other.parsed
         self.failed += other.failed
+        for outcome, count in other.outcomes.items():
+            self.outcomes[outcome] += count
 
 
 @dataclass
@@ -115,35 +119,37 @@ class _RunBuilder:
                     Problem(source, item.reason, where(item.line, item.index), item.excerpt)
                 )
                 continue
-            error = self._apply(item, dialect)
+            outcome = self._apply(item, dialect)
             for warning in self.state.warnings:
                 collection.problems.append(
                     Problem(source, warning, where(item.line, item.index), excerpt(item.text))
                 )
             self.state.warnings.clear()
-            if error is None:
+            if isinstance(outcome, Outcome):
                 collection.parsed += 1
+                collection.outcomes[outcome] += 1
                 self.parsed += 1
                 self.shapes.append(item.shape)
             else:
+                error = outcome
                 collection.failed += 1
                 collection.problems.append(
                     Problem(source, error, where(item.line, item.index), excerpt(item.text))
                 )
 
-    def _apply(self, item: ParsedStatement, dialect: Dialect) -> str | None:
+    def _apply(self, item: ParsedStatement, dialect: Dialect) -> Outcome | str:
+        """What the statement came to, or why it could not be analysed."""
         if item.expression is None:
-            return None
+            return Outcome.NO_LINEAGE
         self.state.dialect = dialect
         try:
-            self.state.apply(item.expression, templated="${" in item.text)
+            return self.state.apply(item.expression, templated="${" in item.text)
         except RecursionError:
             return "the statement is nested too deeply to analyse"
         except Exception as error:
             # sqlglot can fail on constructs it parsed but cannot scope; one statement's
             # failure must not stop the run
             return f"could not work out the lineage: {type(error).__name__}: {error}"[:500]
-        return None
 
     def moment(self) -> datetime:
         """When the run ran: its start, or now for a run without a time."""
@@ -194,6 +200,7 @@ class _RunBuilder:
                         "statements": self.parsed,
                         "fingerprint": code,
                         **({"notes": list(dict.fromkeys(state.notes))} if state.notes else {}),
+                        **({"reads": list(state.reads)} if state.reads else {}),
                     },
                 )
             ],

@@ -7,12 +7,17 @@ CREATE TABLE / CTAS teach the run their columns, and writes (INSERT, CTAS, CREAT
 MERGE) turn the query's relation into table- and column-level edges onto real tables. Temp
 objects never become nodes: an edge into one is held back and composed with the edge out of
 it when something real reads it.
+
+No statement is silent: `apply` says what each one came to (`Outcome`) — lineage, a read-only
+query (its tables become the run's reads), a kind that moves no data (`NO_LINEAGE_KINDS`), or
+untraced, with the reason in `warnings` for the collector to record as a problem.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -41,6 +46,53 @@ _SOURCE = "tracelake_source"
 EdgeKey = tuple[str, str, Transformation | None]
 
 
+class Outcome(StrEnum):
+    """What one statement came to; every statement ends as exactly one."""
+
+    LINEAGE = "lineage"  # it moved data: edges, or a temp object's held-back lineage
+    READ = "read"  # a query that only reads: its tables are the run's reads
+    NO_LINEAGE = "no lineage"  # a kind that moves no data (NO_LINEAGE_KINDS)
+    UNTRACED = "untraced"  # not understood: a problem is recorded, with why
+
+
+# Statements that move no data between tables, by sqlglot class; the README lists them.
+NO_LINEAGE_KINDS: tuple[type[exp.Expr], ...] = (
+    exp.Use,
+    exp.Set,
+    exp.Describe,
+    exp.Show,
+    exp.Grant,
+    exp.Revoke,
+    exp.Analyze,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Pragma,
+    exp.Comment,
+    exp.Uncache,
+    exp.Refresh,
+    exp.Kill,
+    exp.Drop,
+    exp.TruncateTable,
+    exp.Declare,
+)
+# Statements sqlglot keeps as text only (`exp.Command`) that move no data, by first words.
+NO_LINEAGE_COMMANDS = frozenset(
+    {
+        "SET",
+        "SHOW",
+        "EXPLAIN",
+        "MSCK REPAIR",
+        "ADD JAR",
+        "ADD FILE",
+        "ADD ARCHIVE",
+        "LIST",
+        "RESET",
+        "CLEAR CACHE",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     """Where a statement writes: a real table (urn) or a temp object (temp_key)."""
@@ -64,44 +116,57 @@ class RunState:
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reads: dict[str, None] = field(default_factory=dict)  # tables read by read-only queries
     # what the last statement could not trace, for the collector to record as problems
     warnings: list[str] = field(default_factory=list)
     at: datetime | None = None  # when the run ran: which declared column orders hold
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def apply(self, statement: exp.Expr, *, templated: bool = False) -> None:
-        """Replay one parsed statement; statements that move no data change nothing.
+    def apply(self, statement: exp.Expr, *, templated: bool = False) -> Outcome:
+        """Replay one parsed statement and say what it came to.
 
         `templated` says the text holds `${var}` placeholders, which may name tables.
         """
         if templated:
             _name_placeholders(statement)
+        _unparenthesize(statement)
         if isinstance(statement, exp.Use):
             self._use(statement)
-        elif isinstance(statement, exp.Insert):
-            self._insert(statement)
-        elif isinstance(statement, exp.MultitableInserts):
-            self._multi_insert(statement)
-        elif isinstance(statement, exp.Create):
-            self._create(statement)
-        elif isinstance(statement, exp.Cache) and isinstance(statement.expression, exp.Query):
-            target = self._target(statement.this, temporary=True)
-            relation = self._analyze(statement.expression)
-            if target is not None and relation is not None:
-                self._write(target, output_columns(relation, None), relation)
-        elif isinstance(statement, exp.Merge):
-            self._merge(statement)
-        elif isinstance(statement, exp.Drop):
+        if isinstance(statement, exp.Drop):
             self._drop(statement)
-        elif isinstance(statement, exp.Update):
-            self._update(statement)
-        elif isinstance(statement, exp.Alter) and (statement.args.get("kind") or "").upper() == "VIEW":
-            query = next((a for a in statement.args.get("actions") or () if isinstance(a, exp.Query)), None)
-            target = self._target(statement.this)
-            relation = self._analyze(query) if query is not None else None
-            if target is not None and relation is not None:
-                self._write(target, output_columns(relation, None), relation, view=True)
+        if isinstance(statement, NO_LINEAGE_KINDS):
+            return Outcome.NO_LINEAGE
+        if isinstance(statement, exp.Insert):
+            return self._insert(statement)
+        if isinstance(statement, exp.MultitableInserts):
+            return self._multi_insert(statement)
+        if isinstance(statement, exp.Create):
+            return self._create(statement)
+        if isinstance(statement, exp.Cache):
+            return self._cache(statement)
+        if isinstance(statement, exp.Merge):
+            return self._merge(statement)
+        if isinstance(statement, exp.Update):
+            return self._update(statement)
+        if isinstance(statement, exp.Alter):
+            return self._alter(statement)
+        if isinstance(statement, exp.Query):
+            return self._read(statement)
+        if isinstance(statement, exp.Delete):
+            if statement.find(exp.Subquery) is not None or statement.args.get("using"):
+                return self._untraced("DELETE that reads other tables: which rows remain is not traced yet")
+            return Outcome.NO_LINEAGE
+        if isinstance(statement, exp.Command):
+            words = " ".join(f"{statement.this} {statement.text('expression')}".upper().split()[:2])
+            if statement.this.upper() in NO_LINEAGE_COMMANDS or words in NO_LINEAGE_COMMANDS:
+                return Outcome.NO_LINEAGE
+            return self._untraced(f"{statement.this.upper()} …: sqlglot reads this statement only as text")
+        return self._untraced(f"a {type(statement).__name__} statement: its lineage is not traced yet")
+
+    def _untraced(self, reason: str) -> Outcome:
+        self.warnings.append(f"no lineage: {reason}")
+        return Outcome.UNTRACED
 
     # -- statements -----------------------------------------------------------------------
 
@@ -119,13 +184,22 @@ class RunState:
         if isinstance(node, exp.Schema):
             explicit = [e.name.lower() for e in node.expressions]
             node = node.this
-        if not isinstance(node, exp.Table) or not isinstance(insert.expression, exp.Query):
-            return  # INSERT … VALUES, INSERT OVERWRITE DIRECTORY: nothing read from a table
+        if isinstance(node, exp.Directory):
+            return self._untraced("INSERT OVERWRITE DIRECTORY: a write to files, not traced yet")
+        if not isinstance(node, exp.Table):
+            return self._untraced(f"INSERT into a {type(node).__name__}: a target Tracelake cannot name")
+        values = insert.expression
+        if isinstance(values, exp.Values):
+            if values.find(exp.Subquery) is None:
+                return Outcome.NO_LINEAGE  # literal rows: nothing is read
+            insert.set("expression", _rows_as_query(values))
+        if not isinstance(insert.expression, exp.Query):
+            return self._untraced("INSERT without a query Tracelake can read")
         target = self._target(node)
         static, dynamic = partition_spec(node.args.get("partition") or insert.args.get("partition"))
         relation = self._analyze(insert)
         if target is None or relation is None:
-            return
+            return self._untraced("INSERT whose query has no scope to analyse")
         known, ordered = self._known_order(target)
         columns = insert_columns(
             relation, explicit, known, static, dynamic, bool(insert.args.get("by_name")), ordered=ordered
@@ -137,21 +211,62 @@ class RunState:
             )
             columns = []
         self._write(target, columns, relation, append=True)
+        return Outcome.LINEAGE
 
-    def _multi_insert(self, statement: exp.MultitableInserts) -> None:
+    def _multi_insert(self, statement: exp.MultitableInserts) -> Outcome:
         """Hive's `FROM src INSERT … SELECT … INSERT … SELECT …`: each insert reads the shared FROM."""
         source = statement.args.get("source")
+        outcomes = []
         for insert in statement.expressions:
             query = insert.expression
             if isinstance(insert, exp.Insert) and isinstance(query, exp.Select) and source is not None:
                 if not query.args.get("from_"):
                     query.set("from_", exp.From(this=source.copy()))
-                self._insert(insert)
+                outcomes.append(self._insert(insert))
+        if Outcome.LINEAGE in outcomes:
+            return Outcome.LINEAGE
+        return self._untraced("a multi-table INSERT none of whose inserts could be traced")
 
-    def _create(self, create: exp.Create) -> None:
+    def _cache(self, statement: exp.Cache) -> Outcome:
+        """CACHE TABLE v AS query: a temp view; CACHE TABLE t: no data moves."""
+        if not isinstance(statement.expression, exp.Query):
+            return Outcome.NO_LINEAGE
+        target = self._target(statement.this, temporary=True)
+        relation = self._analyze(statement.expression)
+        if target is None or relation is None:
+            return self._untraced("CACHE TABLE … AS whose query has no scope to analyse")
+        self._write(target, output_columns(relation, None), relation)
+        return Outcome.LINEAGE
+
+    def _alter(self, statement: exp.Alter) -> Outcome:
+        """ALTER VIEW … AS query redefines a view; other ALTERs change a schema, moving no data."""
+        if (statement.args.get("kind") or "").upper() != "VIEW":
+            return Outcome.NO_LINEAGE
+        query = next((a for a in statement.args.get("actions") or () if isinstance(a, exp.Query)), None)
+        if query is None:
+            return Outcome.NO_LINEAGE  # ALTER VIEW … RENAME / SET TBLPROPERTIES
+        target = self._target(statement.this)
+        relation = self._analyze(query)
+        if target is None or relation is None:
+            return self._untraced("ALTER VIEW … AS whose query has no scope to analyse")
+        self._write(target, output_columns(relation, None), relation, view=True)
+        return Outcome.LINEAGE
+
+    def _read(self, query: exp.Query) -> Outcome:
+        """A query that only reads: the real tables it reads are the run's reads."""
+        relation = self._analyze(query)
+        if relation is None:
+            return self._untraced("a query with no scope to analyse")
+        tables = [urn for urn in sorted(relation.tables) if "#" not in urn]
+        for urn in tables:
+            self.reads.setdefault(urn)
+            self.assets.setdefault(urn, {})
+        return Outcome.READ if tables else Outcome.NO_LINEAGE
+
+    def _create(self, create: exp.Create) -> Outcome:
         kind = (create.args.get("kind") or "").upper()
         if kind not in ("TABLE", "VIEW"):
-            return
+            return Outcome.NO_LINEAGE  # a database, function, index…: no data moves
         node = create.this
         definitions: list[tuple[str, str | None]] = []
         if isinstance(node, exp.Schema):
@@ -162,38 +277,40 @@ class RunState:
         is_global = bool(properties and properties.find(exp.GlobalProperty))
         target = self._target(node, temporary=temporary or is_global, is_global=is_global)
         if target is None:
-            return
+            return self._untraced(f"CREATE {kind} of a {type(node).__name__}: a target Tracelake cannot name")
         query = create.expression
         location = file_location(properties)
         if not isinstance(query, exp.Query) and location is not None and target.temp_key is not None:
             # CREATE TEMP VIEW v USING parquet OPTIONS (path '…'): the view reads those files
             self.temp[target.temp_key] = Relation.table(location, None)
-            return
+            return Outcome.LINEAGE
+        if isinstance(query, exp.Clone) or (properties is not None and properties.find(exp.Clone)):
+            return self._untraced(f"CREATE {kind} … CLONE: a copy of a table, not traced yet")
         if not isinstance(query, exp.Query):
             like = properties.find(exp.LikeProperty) if properties else None
             if like is not None and isinstance(like.this, exp.Table):
                 definitions = self._like_columns(like.this)
             self._define(target, definitions)
-            return
+            return Outcome.NO_LINEAGE  # it declares a table's columns
         relation = self._analyze(create)
         if relation is None:
-            return
+            return self._untraced(f"CREATE {kind} … AS whose query has no scope to analyse")
         names = [name for name, _ in definitions] or None
         self._write(target, output_columns(relation, names), relation, view=kind == "VIEW")
         if target.urn is not None and definitions:
             for name, data_type in definitions:
                 self.learnt.setdefault(target.urn, {})[name] = data_type
+        return Outcome.LINEAGE
 
-    def _merge(self, merge: exp.Merge) -> None:
+    def _merge(self, merge: exp.Merge) -> Outcome:
         """MERGE: each WHEN clause is analysed as `SELECT <values> FROM <using> JOIN <target> ON …`."""
         node = merge.this
         using, on, whens = merge.args.get("using"), merge.args.get("on"), merge.args.get("whens")
-        if not isinstance(node, exp.Table) or using is None or whens is None:
-            return
-        target = self._target(node)
-        if target is None:
-            return
+        target = self._target(node) if isinstance(node, exp.Table) else None
+        if target is None or using is None or whens is None:
+            return self._untraced("MERGE without a target table, a USING source or WHEN clauses")
         known = self._known_columns(target)
+        wrote = False
         for when in whens.expressions:
             then = when.args.get("then")
             names, values = merge_assignments(then)
@@ -222,14 +339,20 @@ class RunState:
                 columns = [(n, deps, Confidence.HIGH) for n, (_, deps) in zip(names, outputs, strict=False)]
             columns = [(n, {**deps, **conditional}, cap) for n, deps, cap in columns]
             self._write(target, columns, relation, append=True, skip_self=True)
+            wrote = True
+        if wrote:
+            return Outcome.LINEAGE
+        if all(merge_assignments(w.args.get("then"))[0] is None for w in whens.expressions):
+            return Outcome.NO_LINEAGE  # WHEN MATCHED THEN DELETE: rows go, no data moves
+        return self._untraced("MERGE none of whose WHEN clauses could be traced")
 
-    def _update(self, update: exp.Update) -> None:
+    def _update(self, update: exp.Update) -> Outcome:
         """UPDATE t SET c = expr [FROM s] WHERE …: analysed as `SELECT expr… FROM t [, s] WHERE …`."""
         node = update.this
         target = self._target(node)
         pairs = [(e.this, e.expression) for e in update.expressions if isinstance(e, exp.EQ)]
         if target is None or not pairs:
-            return
+            return self._untraced("UPDATE without a table to write or SET pairs to read")
         select = exp.Select(expressions=[value.copy() for _, value in pairs]).from_(node.copy())
         source = update.args.get("from_")
         if source is not None:
@@ -243,12 +366,13 @@ class RunState:
             select = select.where(where.this.copy())
         relation = self._analyze(select)
         if relation is None:
-            return
+            return self._untraced("UPDATE with no scope to analyse")
         columns = [
             (column.name.lower(), deps, Confidence.HIGH)
             for (column, _), (_, deps) in zip(pairs, relation.columns, strict=False)
         ]
         self._write(target, columns, relation, append=True, skip_self=True)
+        return Outcome.LINEAGE
 
     def _drop(self, drop: exp.Drop) -> None:
         for node in drop.args.get("tables") or ():
@@ -460,6 +584,33 @@ def _name_placeholders(statement: exp.Expr) -> None:
             value = node.args.get(part)
             if isinstance(value, exp.Parameter):
                 node.set(part, exp.to_identifier(f"${{{value.name}}}", quoted=True))
+
+
+def _unparenthesize(statement: exp.Expr) -> None:
+    """`INSERT INTO t (SELECT …)`, `CREATE TABLE t AS (SELECT …)`: the query in parentheses is
+    the query (one with its own ORDER BY, LIMIT or alias stays as written)."""
+    if not isinstance(statement, exp.Insert | exp.Create | exp.Cache):
+        return
+    query = unwrapped = statement.args.get("expression")
+    while isinstance(unwrapped, exp.Subquery) and not any(
+        v for k, v in unwrapped.args.items() if k != "this"
+    ):
+        unwrapped = unwrapped.this
+    if unwrapped is not query:
+        statement.set("expression", unwrapped)
+
+
+def _rows_as_query(values: exp.Values) -> exp.Query:
+    """`VALUES (1, (SELECT max(id) FROM ids)), …` as `SELECT 1, (SELECT …) UNION ALL SELECT …`:
+    a column of the rows depends on what its subqueries read."""
+    selects = [
+        exp.Select(expressions=[v.copy() for v in (row.expressions if isinstance(row, exp.Tuple) else [row])])
+        for row in values.expressions
+    ]
+    query: exp.Query = selects[0]
+    for select in selects[1:]:
+        query = exp.union(query, select, distinct=False)
+    return query
 
 
 def _temp_key(node: exp.Table) -> str:

@@ -1,0 +1,140 @@
+"""No statement is silent (issue 18): each ends as lineage, a read, a kind that moves no data, or
+a recorded problem saying why. One statement per form, expected results worked out by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracelake.collect.sql import SqlCollection, collect_sql
+from tracelake.collect.sql_statements import Outcome
+
+CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
+
+
+def short(urn: str) -> str:
+    return urn.removeprefix("hive.table/")
+
+
+def edges(c: SqlCollection) -> set[tuple[str, str, str | None]]:
+    return {
+        (short(e.source), short(e.target), e.transformation.value if e.transformation else None)
+        for b in c.batches
+        for e in b.edges
+    }
+
+
+def outcome(sql: str, dialect: str = "spark") -> tuple[Outcome, SqlCollection]:
+    """What the last statement of `sql` came to (the ones before set the stage)."""
+    c = collect_sql(sql, dialect=dialect)
+    before = (
+        collect_sql(sql.rsplit(";", 2)[0] + ";", dialect=dialect) if sql.count(";") > 1 else SqlCollection()
+    )
+    (last,) = [o for o in Outcome if c.outcomes[o] > before.outcomes[o]]
+    return last, c
+
+
+DECLARE = "CREATE TABLE dw.t1 (a INT, b STRING);\n"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        DECLARE + "INSERT INTO dw.t1 (SELECT a, b FROM src.s1);",
+        DECLARE + "INSERT INTO dw.t1 ((SELECT a, b FROM src.s1));",
+        "CREATE TABLE dw.t1 AS (SELECT a, b FROM src.s1);",
+        "CREATE VIEW dw.t1 AS (SELECT a, b FROM src.s1);",
+    ],
+    ids=["insert", "insert, twice parenthesised", "ctas", "view"],
+)
+def test_a_query_in_parentheses_is_the_query(sql: str) -> None:
+    result, c = outcome(sql)
+    assert result is Outcome.LINEAGE
+    assert edges(c) == {
+        ("src.s1", "dw.t1", None),
+        ("src.s1#a", "dw.t1#a", "IDENTITY"),
+        ("src.s1#b", "dw.t1#b", "IDENTITY"),
+    }
+    assert not c.problems
+
+
+def test_a_parenthesised_query_with_its_own_limit_keeps_it() -> None:
+    result, c = outcome(DECLARE + "INSERT INTO dw.t1 (SELECT a, b FROM src.s1 ORDER BY a LIMIT 5);")
+    assert result is Outcome.LINEAGE
+    assert ("src.s1#a", "dw.t1#a", "IDENTITY") in edges(c)
+
+
+def test_values_with_a_subquery_read_its_table() -> None:
+    result, c = outcome(
+        "CREATE TABLE dw.ids (n INT, top BIGINT);\n"
+        "INSERT INTO dw.ids VALUES (1, (SELECT max(id) FROM src.ids));"
+    )
+    assert result is Outcome.LINEAGE
+    assert ("src.ids", "dw.ids", None) in edges(c)
+    assert ("src.ids#id", "dw.ids#top", "AGGREGATION") in edges(c)
+    assert not any(e[1] == "dw.ids#n" for e in edges(c))  # a literal reads nothing
+
+
+def test_literal_values_move_no_data_and_say_nothing_wrong() -> None:
+    result, c = outcome("INSERT INTO dw.t VALUES (1, 'a'), (2, 'b');")
+    assert (result, edges(c), c.problems) == (Outcome.NO_LINEAGE, set(), [])
+
+
+def test_a_select_records_what_it_read() -> None:
+    result, c = outcome("SELECT a, count(*) FROM src.s1 JOIN src.s2 USING (a) GROUP BY a;")
+    assert result is Outcome.READ
+    (process,) = c.batches[0].processes
+    assert process.metadata["reads"] == ["hive.table/src.s1", "hive.table/src.s2"]
+    assert edges(c) == set()
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("INSERT OVERWRITE DIRECTORY '/exports/x' SELECT * FROM src.s1;", "DIRECTORY"),
+        ("DELETE FROM dw.t WHERE id IN (SELECT id FROM src.gone);", "DELETE"),
+        ("OPTIMIZE dw.t ZORDER BY (a);", "OPTIMIZE"),
+    ],
+    ids=["directory", "delete reading a table", "unknown command"],
+)
+def test_what_is_not_traced_is_a_problem_at_its_place(sql: str, reason: str) -> None:
+    result, c = outcome("SELECT 1;\n" + sql)
+    assert result is Outcome.UNTRACED
+    (problem,) = c.problems
+    assert problem.reason.startswith("no lineage:") and reason in problem.reason
+    assert problem.location == "line 2, statement 2"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SET spark.sql.shuffle.partitions = 4;",
+        "SHOW TABLES;",
+        "DESCRIBE dw.t;",
+        "ANALYZE TABLE dw.t COMPUTE STATISTICS;",
+        "DROP TABLE IF EXISTS dw.t;",
+        "CREATE FUNCTION f AS 'com.example.F';",
+        "CREATE TABLE dw.t (a INT);",
+        "ALTER TABLE dw.t ADD COLUMNS (z STRING);",
+        "DELETE FROM dw.t WHERE a = 1;",
+        "USE dw;",
+        "EXPLAIN SELECT * FROM src.s1;",
+        "MSCK REPAIR TABLE dw.t;",
+        "CACHE TABLE dw.t;",
+    ],
+)
+def test_statements_that_move_no_data_are_known_kinds(sql: str) -> None:
+    result, c = outcome(sql)
+    assert (result, c.problems, edges(c)) == (Outcome.NO_LINEAGE, [], set())
+
+
+@pytest.mark.parametrize("name", ["dating", "tpcds", "holdout"])
+def test_every_corpus_statement_ends_as_one_outcome(name: str) -> None:
+    c = collect_sql((CORPUS / f"{name}.sql").read_text(encoding="utf-8"), source=name)
+    assert sum(c.outcomes.values()) == c.parsed == c.statements
+    untraced = [p for p in c.problems if p.reason.startswith("no lineage:")]
+    assert len(untraced) == c.outcomes[Outcome.UNTRACED]
+    # the corpus is hand-worked: all but its one DELETE … WHERE … IN (SELECT …) is understood
+    assert [p.excerpt.split()[0] for p in untraced if p.excerpt] == (["DELETE"] if name == "dating" else [])
