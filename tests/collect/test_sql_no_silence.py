@@ -138,3 +138,67 @@ def test_every_corpus_statement_ends_as_one_outcome(name: str) -> None:
     assert len(untraced) == c.outcomes[Outcome.UNTRACED]
     # the corpus is hand-worked: all but its one DELETE … WHERE … IN (SELECT …) is understood
     assert [p.excerpt.split()[0] for p in untraced if p.excerpt] == (["DELETE"] if name == "dating" else [])
+
+
+def test_a_cte_before_hives_from_first_insert_is_no_table() -> None:
+    c = collect_sql(
+        "WITH q AS (SELECT key, value FROM src.kv WHERE key = '5') "
+        "FROM q INSERT OVERWRITE TABLE dw.s1 SELECT * INSERT OVERWRITE TABLE dw.s2 SELECT key",
+        dialect="hive",
+    )
+    assert edges(c) == {
+        ("src.kv", "dw.s1", None),
+        ("src.kv", "dw.s2", None),
+        ("src.kv#key", "dw.s1#key", "IDENTITY"),
+        ("src.kv#value", "dw.s1#value", "IDENTITY"),
+        ("src.kv#key", "dw.s2#key", "IDENTITY"),
+        # WHERE key = '5' decides which rows reach every column
+        ("src.kv#key", "dw.s1#key", "FILTER"),
+        ("src.kv#key", "dw.s1#value", "FILTER"),
+        ("src.kv#key", "dw.s2#key", "FILTER"),
+    }
+
+
+def test_a_cte_an_update_reads_from_is_no_table() -> None:
+    c = collect_sql(
+        "WITH s AS (SELECT id, name FROM src.people) "
+        "UPDATE dw.tgt AS t SET name = s.name FROM s WHERE t.id = s.id",
+        dialect="postgres",
+    )
+    assert edges(c) == {
+        ("src.people", "dw.tgt", None),
+        ("src.people#name", "dw.tgt#name", "IDENTITY"),
+        ("src.people#id", "dw.tgt#name", "FILTER"),  # which rows are updated
+    }
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "tsql"])
+def test_select_into_creates_its_table(dialect: str) -> None:
+    result, c = outcome("SELECT a, b AS c INTO dw.newt FROM src.s1 WHERE a > 1;", dialect=dialect)
+    assert result is Outcome.LINEAGE
+    assert edges(c) == {
+        ("src.s1", "dw.newt", None),
+        ("src.s1#a", "dw.newt#a", "IDENTITY"),
+        ("src.s1#b", "dw.newt#c", "IDENTITY"),
+        ("src.s1#a", "dw.newt#a", "FILTER"),
+        ("src.s1#a", "dw.newt#c", "FILTER"),
+    }
+
+
+def test_select_into_a_tsql_temp_table_flows_through_it() -> None:
+    c = collect_sql(
+        "SELECT a INTO #tmp FROM src.s1;\nINSERT INTO dw.out (a) SELECT a FROM #tmp;", dialect="tsql"
+    )
+    assert edges(c) == {("src.s1", "dw.out", None), ("src.s1#a", "dw.out#a", "IDENTITY")}
+
+
+def test_a_tsql_update_of_an_alias_writes_the_aliased_table() -> None:
+    result, c = outcome(
+        "UPDATE t SET t.c = s.c FROM dw.tab1 t JOIN src.tab2 s ON t.id = s.id;", dialect="tsql"
+    )
+    assert result is Outcome.LINEAGE and not c.problems
+    assert edges(c) == {
+        ("src.tab2", "dw.tab1", None),
+        ("src.tab2#c", "dw.tab1#c", "IDENTITY"),
+        ("src.tab2#id", "dw.tab1#c", "JOIN"),  # the ON decides which rows get which value
+    }

@@ -151,6 +151,8 @@ class RunState:
             return self._update(statement)
         if isinstance(statement, exp.Alter):
             return self._alter(statement)
+        if isinstance(statement, exp.Select) and isinstance(statement.args.get("into"), exp.Into):
+            return self._select_into(statement)
         if isinstance(statement, exp.Query):
             return self._read(statement)
         if isinstance(statement, exp.Delete):
@@ -215,13 +217,16 @@ class RunState:
 
     def _multi_insert(self, statement: exp.MultitableInserts) -> Outcome:
         """Hive's `FROM src INSERT … SELECT … INSERT … SELECT …`: each insert reads the shared FROM."""
-        source = statement.args.get("source")
+        source, ctes = statement.args.get("source"), statement.args.get("with_")
         outcomes = []
         for insert in statement.expressions:
             query = insert.expression
             if isinstance(insert, exp.Insert) and isinstance(query, exp.Select) and source is not None:
                 if not query.args.get("from_"):
                     query.set("from_", exp.From(this=source.copy()))
+                if ctes is not None and not query.args.get("with_"):
+                    # `WITH q AS (…) FROM q INSERT …`: q is the CTE, not a table `q`
+                    query.set("with_", ctes.copy())
                 outcomes.append(self._insert(insert))
         if Outcome.LINEAGE in outcomes:
             return Outcome.LINEAGE
@@ -250,6 +255,19 @@ class RunState:
         if target is None or relation is None:
             return self._untraced("ALTER VIEW … AS whose query has no scope to analyse")
         self._write(target, output_columns(relation, None), relation, view=True)
+        return Outcome.LINEAGE
+
+    def _select_into(self, select: exp.Select) -> Outcome:
+        """`SELECT … INTO t FROM …` (Postgres, T-SQL): a CREATE TABLE t AS SELECT."""
+        into = select.args["into"]
+        temporary = bool(into.args.get("temporary")) or into.this.name.startswith("#")
+        target = self._target(into.this, temporary=temporary)
+        query = select.copy()
+        query.set("into", None)
+        relation = self._analyze(query)
+        if target is None or relation is None:
+            return self._untraced("SELECT … INTO with no table to write or no scope to analyse")
+        self._write(target, output_columns(relation, None), relation)
         return Outcome.LINEAGE
 
     def _read(self, query: exp.Query) -> Outcome:
@@ -349,21 +367,33 @@ class RunState:
     def _update(self, update: exp.Update) -> Outcome:
         """UPDATE t SET c = expr [FROM s] WHERE …: analysed as `SELECT expr… FROM t [, s] WHERE …`."""
         node = update.this
-        target = self._target(node)
+        source = update.args.get("from_")
+        # T-SQL's `UPDATE t SET … FROM tab1 t JOIN …`: t is the alias of a table in FROM
+        aliased = _aliased_table(node, source)
+        target = self._target(aliased if aliased is not None else node)
         pairs = [(e.this, e.expression) for e in update.expressions if isinstance(e, exp.EQ)]
         if target is None or not pairs:
             return self._untraced("UPDATE without a table to write or SET pairs to read")
-        select = exp.Select(expressions=[value.copy() for _, value in pairs]).from_(node.copy())
-        source = update.args.get("from_")
+        select = exp.Select(expressions=[value.copy() for _, value in pairs])
+        if aliased is None:
+            select = select.from_(node.copy())
         if source is not None:
-            select = select.join(source.this.copy())
-            for join in source.args.get("joins") or ():
+            first = source.this.copy()
+            # T-SQL's parser hangs FROM's joins on its first table: they are the query's joins
+            nested = list(first.args.get("joins") or ()) if isinstance(first, exp.Table) else []
+            if nested:
+                first.set("joins", None)
+            select = select.from_(first) if aliased is not None else select.join(first)
+            for join in [*nested, *(source.args.get("joins") or ())]:
                 select = select.join(join.copy())
         for join in update.args.get("joins") or ():
             select = select.join(join.copy())
         where = update.args.get("where")
         if where is not None:
             select = select.where(where.this.copy())
+        ctes = update.args.get("with_")
+        if ctes is not None:  # `WITH s AS (…) UPDATE t … FROM s`: s is the CTE
+            select.set("with_", ctes.copy())
         relation = self._analyze(select)
         if relation is None:
             return self._untraced("UPDATE with no scope to analyse")
@@ -598,6 +628,20 @@ def _unparenthesize(statement: exp.Expr) -> None:
         unwrapped = unwrapped.this
     if unwrapped is not query:
         statement.set("expression", unwrapped)
+
+
+def _aliased_table(node: exp.Expr, source: exp.Expr | None) -> exp.Table | None:
+    """The table of `source` (an UPDATE's FROM) whose alias is the unqualified name `node`,
+    without its alias and joins: the table the UPDATE writes."""
+    if source is None or not isinstance(node, exp.Table) or node.args.get("db"):
+        return None
+    for table in source.find_all(exp.Table):
+        if table.alias and table.alias.lower() == node.name.lower():
+            found = table.copy()
+            found.set("alias", None)
+            found.set("joins", None)
+            return found
+    return None
 
 
 def _rows_as_query(values: exp.Values) -> exp.Query:
