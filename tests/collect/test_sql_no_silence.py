@@ -202,3 +202,33 @@ def test_a_tsql_update_of_an_alias_writes_the_aliased_table() -> None:
         ("src.tab2#c", "dw.tab1#c", "IDENTITY"),
         ("src.tab2#id", "dw.tab1#c", "JOIN"),  # the ON decides which rows get which value
     }
+
+
+def test_a_using_join_of_two_unnamed_subqueries() -> None:
+    result, c = outcome(
+        "INSERT INTO dw.o SELECT * FROM (SELECT a, b FROM src.x) JOIN (SELECT a, c FROM src.y) USING (a);"
+    )
+    assert result is Outcome.LINEAGE and not c.problems
+    direct = {e for e in edges(c) if e[2] == "IDENTITY"}
+    assert direct == {
+        ("src.x#a", "dw.o#a", "IDENTITY"),
+        ("src.y#a", "dw.o#a", "IDENTITY"),  # USING's column is either side's
+        ("src.x#b", "dw.o#b", "IDENTITY"),
+        ("src.y#c", "dw.o#c", "IDENTITY"),
+    }
+    assert {e[0] for e in edges(c) if e[2] == "JOIN"} == {"src.x#a", "src.y#a"}
+
+
+def test_a_hive_virtual_column_is_no_column_of_the_table() -> None:
+    c = collect_sql("INSERT INTO dw.o SELECT INPUT__FILE__NAME AS f, key FROM src.kv", dialect="hive")
+    assert edges(c) == {("src.kv", "dw.o", None), ("src.kv#key", "dw.o#key", "IDENTITY")}
+    (process,) = c.batches[0].processes
+    assert process.metadata["notes"] == ["hive.table/dw.o#f: from a Hive virtual column of hive.table/src.kv"]
+
+
+def test_load_data_moves_files_into_the_table() -> None:
+    result, c = outcome(
+        "LOAD DATA INPATH 'hdfs://nn/landing/kv1.txt' OVERWRITE INTO TABLE src.kv;", dialect="hive"
+    )
+    assert result is Outcome.LINEAGE
+    assert edges(c) == {("file.dataset/hdfs://nn/landing/kv1.txt", "src.kv", None)}

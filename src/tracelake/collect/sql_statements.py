@@ -37,7 +37,7 @@ from tracelake.collect.sql_targets import (
     partition_spec,
 )
 from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
-from tracelake.names import DEFAULT_CATALOGS, field_urn, table_urn
+from tracelake.names import DEFAULT_CATALOGS, field_urn, location_urn, table_urn
 
 _GLOBAL_TEMP_DB = "global_temp"
 # Where `_resolve_tables` leaves, on each table node, what the name stands for.
@@ -75,6 +75,10 @@ NO_LINEAGE_KINDS: tuple[type[exp.Expr], ...] = (
     exp.Drop,
     exp.TruncateTable,
     exp.Declare,
+)
+# Columns Hive makes up for every table (the file, the offset of a row): no column holds them.
+HIVE_VIRTUAL_COLUMNS = frozenset(
+    {"input__file__name", "block__offset__inside__file", "row__offset__inside__block", "raw__data__size"}
 )
 # Statements sqlglot keeps as text only (`exp.Command`) that move no data, by first words.
 NO_LINEAGE_COMMANDS = frozenset(
@@ -151,6 +155,8 @@ class RunState:
             return self._update(statement)
         if isinstance(statement, exp.Alter):
             return self._alter(statement)
+        if isinstance(statement, exp.LoadData):
+            return self._load(statement)
         if isinstance(statement, exp.Select) and isinstance(statement.args.get("into"), exp.Into):
             return self._select_into(statement)
         if isinstance(statement, exp.Query):
@@ -255,6 +261,15 @@ class RunState:
         if target is None or relation is None:
             return self._untraced("ALTER VIEW … AS whose query has no scope to analyse")
         self._write(target, output_columns(relation, None), relation, view=True)
+        return Outcome.LINEAGE
+
+    def _load(self, load: exp.LoadData) -> Outcome:
+        """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t: the files become the table's, as they are."""
+        target = self._target(load.this)
+        path = load.args.get("inpath")
+        if target is None or target.urn is None or not isinstance(path, exp.Literal):
+            return self._untraced("LOAD DATA into a table or from a path Tracelake cannot name")
+        self._edge(location_urn(path.name), target.urn, None, Confidence.HIGH)
         return Outcome.LINEAGE
 
     def _select_into(self, select: exp.Select) -> Outcome:
@@ -497,6 +512,7 @@ class RunState:
     def _analyze(self, holder: exp.Expr) -> Relation | None:
         """The relation of the query in `holder` (a statement, or a query of its own)."""
         self._resolve_tables(holder)
+        _alias_derived_tables(holder)
         # scopes match aliases and CTE names as written: fold them as the dialect does
         normalize_identifiers(holder, dialect=self.dialect)
         root = build_scope(holder)
@@ -570,7 +586,12 @@ class RunState:
         for name, deps, cap in columns:
             target_field = field_urn(urn, name)
             for (source, kind), confidence in (*deps.items(), *relation.indirect.items()):
-                if not (skip_self and source.startswith(prefix)):
+                if source.rpartition("#")[2] in HIVE_VIRTUAL_COLUMNS:
+                    # the file or offset a row came from: no column of the table holds it
+                    self.notes.append(
+                        f"{target_field}: from a Hive virtual column of {source.partition('#')[0]}"
+                    )
+                elif not (skip_self and source.startswith(prefix)):
                     self._edge(source, target_field, kind, weakest(confidence, cap))
 
     def _write_temp(
@@ -628,6 +649,14 @@ def _unparenthesize(statement: exp.Expr) -> None:
         unwrapped = unwrapped.this
     if unwrapped is not query:
         statement.set("expression", unwrapped)
+
+
+def _alias_derived_tables(holder: exp.Expr) -> None:
+    """Spark reads `FROM (SELECT …) JOIN (SELECT …) USING (k)`; scoping needs each subquery in
+    FROM or JOIN to have a name, so an unnamed one gets one no query can mention."""
+    for number, subquery in enumerate(holder.find_all(exp.Subquery)):
+        if not subquery.alias and isinstance(subquery.parent, exp.From | exp.Join):
+            subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"__derived_{number}")))
 
 
 def _aliased_table(node: exp.Expr, source: exp.Expr | None) -> exp.Table | None:
