@@ -189,11 +189,21 @@ def ingest_sql(
         Path | None, typer.Option(help="YAML/JSON table schemas, for SELECT * and INSERTs")
     ] = None,
     default_db: Annotated[str, typer.Option(help="Database of unqualified table names")] = "default",
+    var: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=VALUE for ${NAME} and ${hivevar:NAME} in the SQL; repeatable"),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Parse SQL into table- and column-level lineage and store it."""
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
+    variables: dict[str, str] = {}
+    for pair in var or ():
+        name, equals, value = pair.partition("=")
+        if not equals or not name.strip():
+            raise UserError(f"--var {pair!r}: expected NAME=VALUE")
+        variables[name.strip()] = value
     service = open_service(db)
     with Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -211,6 +221,7 @@ def ingest_sql(
             schema_file=schema,
             default_db=default_db,
             progress=lambda n: progress.update(task, completed=n),
+            variables=variables,
         )
     for problem in summary.problems:
         err.print(f"[yellow]problem:[/yellow] {problem}", highlight=False, soft_wrap=True)

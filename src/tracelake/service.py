@@ -8,7 +8,7 @@ as the plain views of `tracelake.views`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -146,6 +146,7 @@ class Tracelake:
         schema_file: Path | None = None,
         default_db: str = "default",
         progress: Callable[[int], None] | None = None,
+        variables: Mapping[str, str] | None = None,
     ) -> SqlIngestSummary:
         """Collect lineage from SQL files or a query log and ingest it in one transaction.
 
@@ -164,7 +165,12 @@ class Tracelake:
             for table in (from_file := SchemaCatalog.from_file(schema_file, default_db=default_db)).tables():
                 schema.replace(table, from_file.columns(table) or [])
         collection: SqlCollection = collect_path(
-            path, dialect=dialect, schema=schema, default_db=default_db, progress=progress
+            path,
+            dialect=dialect,
+            schema=schema,
+            default_db=default_db,
+            progress=progress,
+            variables=variables,
         )
         batches = list(collection.batches)
         if collection.problems:

@@ -13,7 +13,8 @@ anything is read).
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,6 +101,7 @@ class _RunBuilder:
     parsed: int = 0
     started_at: datetime | None = None
     user: str | None = None
+    variables: dict[str, str] = field(default_factory=dict)  # `${name}` values: --var, then SETs
 
     def replay(
         self,
@@ -111,6 +113,7 @@ class _RunBuilder:
     ) -> None:
         """Parse and apply every statement of `text`; failures become problems."""
         self.state.at = self.moment()
+        text = substitute_variables(text, self.variables)
         for item in parse_statements(text, dialect):
             collection.statements += 1
             if isinstance(item, StatementError):
@@ -211,9 +214,42 @@ class _RunBuilder:
 
 
 def _new_run(
-    dialect: Dialect, dialect_name: str, schema: SchemaCatalog | None, default_db: str
+    dialect: Dialect,
+    dialect_name: str,
+    schema: SchemaCatalog | None,
+    default_db: str,
+    variables: Mapping[str, str] | None = None,
 ) -> _RunBuilder:
-    return _RunBuilder(RunState(dialect, schema, default_db.lower()), dialect_name)
+    run = _RunBuilder(RunState(dialect, schema, default_db.lower()), dialect_name)
+    run.variables.update(variables or {})
+    return run
+
+
+_VARIABLE = re.compile(r"\$\{(?:(?:hivevar|hiveconf|var):)?([A-Za-z_][\w.]*)\}")
+_SET_VARIABLE = re.compile(
+    r"^\s*SET\s+(?:(?:hivevar|hiveconf|var):)?([A-Za-z_][\w.]*)\s*=\s*([^;\n]*?)\s*;",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def substitute_variables(text: str, variables: dict[str, str]) -> str:
+    """`${name}`, `${hivevar:name}`, `${hiveconf:name}` replaced by their values, as Hive and
+    Spark do before parsing: values given (`--var name=value`), then each `SET name=value` of
+    the text from its place on (it updates `variables`). Unknown ones stay as written."""
+    if "${" not in text and not variables:
+        return text
+    pieces: list[str] = []
+    position = 0
+    for found in _SET_VARIABLE.finditer(text):
+        pieces.append(_replace(text[position : found.end()], variables))
+        variables[found.group(1)] = _replace(found.group(2), variables)
+        position = found.end()
+    pieces.append(_replace(text[position:], variables))
+    return "".join(pieces)
+
+
+def _replace(text: str, variables: Mapping[str, str]) -> str:
+    return _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), text) if "${" in text else text
 
 
 # -- public API ---------------------------------------------------------------------------
@@ -230,11 +266,13 @@ def collect_sql(
     observed_at: datetime | None = None,
     job_id: str | None = None,
     user: str | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> SqlCollection:
-    """Lineage of one SQL script (one run). `process` overrides the process URN."""
+    """Lineage of one SQL script (one run). `process` overrides the process URN; `variables`
+    are the values of `${name}` placeholders."""
     parsed_dialect = _dialect(dialect)
     collection = SqlCollection()
-    run = _new_run(parsed_dialect, dialect, schema, default_db)
+    run = _new_run(parsed_dialect, dialect, schema, default_db, variables)
     run.started_at, run.user = observed_at, user
     run.replay(text, parsed_dialect, source, _file_location, collection)
     if run.parsed:
@@ -251,6 +289,7 @@ def collect_path(
     schema: SchemaCatalog | None = None,
     default_db: str = DEFAULT_DATABASE,
     progress: Callable[[int], None] | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> SqlCollection:
     """A `.sql` file, a folder of them (recursive, sorted), or a JSON-lines query log.
 
@@ -263,27 +302,40 @@ def collect_path(
     if path.is_dir():
         collection = SqlCollection()
         for file in sorted(p for p in path.rglob("*.sql") if p.is_file()):
-            collection.extend(_collect_file(file, dialect, schema, default_db))
+            collection.extend(_collect_file(file, dialect, schema, default_db, variables))
             if progress is not None:
                 progress(collection.statements)
         return collection
     if path.suffix.lower() in QUERY_LOG_SUFFIXES:
         return collect_query_log(
-            path, dialect=dialect, schema=schema, default_db=default_db, progress=progress
+            path,
+            dialect=dialect,
+            schema=schema,
+            default_db=default_db,
+            progress=progress,
+            variables=variables,
         )
-    collection = _collect_file(path, dialect, schema, default_db)
+    collection = _collect_file(path, dialect, schema, default_db, variables)
     if progress is not None:
         progress(collection.statements)
     return collection
 
 
-def _collect_file(path: Path, dialect: str, schema: SchemaCatalog | None, default_db: str) -> SqlCollection:
+def _collect_file(
+    path: Path,
+    dialect: str,
+    schema: SchemaCatalog | None,
+    default_db: str,
+    variables: Mapping[str, str] | None,
+) -> SqlCollection:
     text, problem = _read_text(path)
     if problem is not None:
         collection = SqlCollection()
         collection.problems.append(problem)
         return collection
-    return collect_sql(text, dialect=dialect, source=str(path), schema=schema, default_db=default_db)
+    return collect_sql(
+        text, dialect=dialect, source=str(path), schema=schema, default_db=default_db, variables=variables
+    )
 
 
 def _read_text(path: Path) -> tuple[str, Problem | None]:
@@ -313,6 +365,7 @@ def collect_query_log(
     schema: SchemaCatalog | None = None,
     default_db: str = DEFAULT_DATABASE,
     progress: Callable[[int], None] | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> SqlCollection:
     """A JSON-lines query log: `{"query", "user", "timestamp", "job_id", "engine"}` per line.
 
@@ -336,7 +389,7 @@ def collect_query_log(
     collection.failed += reading.rejected
     # In time order, so a column order declared by one run holds for the runs after it.
     for entries in sorted(reading.runs, key=_run_start):
-        _collect_run(entries, source, dialect, schema, default_db, collection)
+        _collect_run(entries, source, dialect, schema, default_db, collection, variables)
         if progress is not None:
             progress(collection.statements)
     return collection
@@ -349,10 +402,11 @@ def _collect_run(
     schema: SchemaCatalog | None,
     default_db: str,
     collection: SqlCollection,
+    variables: Mapping[str, str] | None,
 ) -> None:
     first = entries[0]
     dialects = [_entry_dialect(entry, dialect, source, collection) for entry in entries]
-    run = _new_run(_dialect(dialects[0]), dialects[0], schema, default_db)
+    run = _new_run(_dialect(dialects[0]), dialects[0], schema, default_db, variables)
     times = [as_utc(e.timestamp) for e in entries if e.timestamp is not None]
     run.started_at = min(times) if times else None
     run.user = next((e.user for e in entries if e.user), None)
