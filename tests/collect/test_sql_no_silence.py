@@ -232,3 +232,23 @@ def test_load_data_moves_files_into_the_table() -> None:
     )
     assert result is Outcome.LINEAGE
     assert edges(c) == {("file.dataset/hdfs://nn/landing/kv1.txt", "src.kv", None)}
+
+
+@pytest.mark.parametrize(
+    ("alter", "read", "columns"),
+    [
+        ("ALTER TABLE src.c ADD COLUMNS (z STRING)", "src.c", {"x", "y", "z"}),
+        ("ALTER TABLE src.c ADD COLUMN z STRING", "src.c", {"x", "y", "z"}),
+        ("ALTER TABLE src.c REPLACE COLUMNS (a INT, b STRING)", "src.c", {"a", "b"}),
+        ("ALTER TABLE src.c CHANGE COLUMN x x2 BIGINT", "src.c", {"x2", "y"}),
+        ("ALTER TABLE src.c RENAME COLUMN y TO y2", "src.c", {"x", "y2"}),
+        ("ALTER TABLE src.c DROP COLUMN y", "src.c", {"x"}),
+        ("ALTER TABLE src.c RENAME TO d", "src.d", {"x", "y"}),  # a rename stays in its database
+    ],
+)
+def test_select_star_reads_the_columns_ddl_left(alter: str, read: str, columns: set[str]) -> None:
+    c = collect_sql(
+        f"CREATE TABLE src.c (x INT, y STRING);\n{alter};\nINSERT OVERWRITE TABLE dw.o SELECT * FROM {read};"
+    )
+    assert {e for e in edges(c) if "#" in e[0]} == {(f"{read}#{n}", f"dw.o#{n}", "IDENTITY") for n in columns}
+    assert not c.problems

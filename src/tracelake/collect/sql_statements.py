@@ -251,6 +251,8 @@ class RunState:
 
     def _alter(self, statement: exp.Alter) -> Outcome:
         """ALTER VIEW … AS query redefines a view; other ALTERs change a schema, moving no data."""
+        if (statement.args.get("kind") or "").upper() == "TABLE":
+            self._alter_table(statement)
         if (statement.args.get("kind") or "").upper() != "VIEW":
             return Outcome.NO_LINEAGE
         query = next((a for a in statement.args.get("actions") or () if isinstance(a, exp.Query)), None)
@@ -262,6 +264,48 @@ class RunState:
             return self._untraced("ALTER VIEW … AS whose query has no scope to analyse")
         self._write(target, output_columns(relation, None), relation, view=True)
         return Outcome.LINEAGE
+
+    def _alter_table(self, statement: exp.Alter) -> None:
+        """A table's columns as the ALTER leaves them (ADD, REPLACE, CHANGE, RENAME and DROP
+        COLUMN), and under its new name after RENAME TO, for the statements after it."""
+        target = self._target(statement.this)
+        if target is None or target.urn is None:
+            return
+        names = self._known_columns(target)
+        columns = [(n, self._column_type(target.urn, n)) for n in names] if names is not None else None
+        for action in statement.args.get("actions") or ():
+            if isinstance(action, exp.ReplaceColumns):
+                columns = [column_definition(e, self.dialect) for e in action.expressions]
+            elif isinstance(action, exp.Schema | exp.ColumnDef) and columns is not None:
+                added = [
+                    column_definition(e, self.dialect)
+                    for e in getattr(action, "expressions", None) or [action]
+                ]
+                columns += [c for c in added if c[0] not in {n for n, _ in columns}]
+            elif isinstance(action, exp.AlterColumn | exp.RenameColumn) and columns is not None:
+                new = action.args.get("rename_to") or action.args.get("to")
+                dtype = action.args.get("dtype")
+                old_name, new_name = action.this.name.lower(), new.name.lower() if new is not None else None
+                columns = [
+                    (new_name or n, dtype.sql(dialect=self.dialect) if dtype is not None else t)
+                    if n == old_name
+                    else (n, t)
+                    for n, t in columns
+                ]
+            elif isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
+                dropped = {c.name.lower() for c in action.args.get("tables") or ()}
+                columns = [c for c in columns if c[0] not in dropped] if columns is not None else None
+            elif isinstance(action, exp.AlterRename) and isinstance(action.this, exp.Table):
+                renamed = action.this.copy()
+                if not renamed.args.get("db") and statement.this.args.get("db"):
+                    renamed.set("db", statement.this.args["db"].copy())  # a rename stays in its database
+                new_target = self._target(renamed)
+                self.learnt.pop(target.urn, None)
+                if new_target is None or new_target.urn is None:
+                    return
+                target = new_target
+        if columns is not None:
+            self._define(target, columns)
 
     def _load(self, load: exp.LoadData) -> Outcome:
         """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t: the files become the table's, as they are."""
