@@ -252,3 +252,41 @@ def test_select_star_reads_the_columns_ddl_left(alter: str, read: str, columns: 
     )
     assert {e for e in edges(c) if "#" in e[0]} == {(f"{read}#{n}", f"dw.o#{n}", "IDENTITY") for n in columns}
     assert not c.problems
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect"),
+    [
+        (
+            "CREATE PROCEDURE dbo.load AS BEGIN INSERT INTO dw.t (a) SELECT a FROM src.s; "
+            "UPDATE dw.u SET b = CASE WHEN b > 1 THEN 2 END; END;",
+            "tsql",
+        ),
+        (
+            "CREATE PROCEDURE load() BEGIN INSERT INTO dw.t SELECT a FROM src.s; "
+            "IF 1 = 1 THEN INSERT INTO dw.u SELECT b FROM src.s2; END IF; END;",
+            "spark",
+        ),
+        (
+            "CREATE FUNCTION load() RETURNS void AS $$ DECLARE n int; "
+            "BEGIN INSERT INTO dw.t (a) SELECT a FROM src.s; "
+            "IF n > 0 THEN INSERT INTO dw.u (b) SELECT b FROM src.s2; END IF; END; $$ LANGUAGE plpgsql;",
+            "postgres",
+        ),
+    ],
+    ids=["t-sql", "spark scripting", "pl/pgsql"],
+)
+def test_a_procedure_body_is_read_as_one_statement_with_its_writes(sql: str, dialect: str) -> None:
+    c = collect_sql(sql + "\nINSERT INTO dw.z (a) SELECT a FROM src.y;", dialect=dialect)
+    assert c.statements == 2  # the body's semicolons do not cut the procedure
+    assert c.outcomes[Outcome.LINEAGE] == 2 and not c.problems
+    tables = {e for e in edges(c) if "#" not in e[0]}
+    assert {("src.s", "dw.t", None), ("src.y", "dw.z", None)} <= tables
+    if dialect != "tsql":  # the write inside IF … THEN, which sqlglot keeps as text
+        assert ("src.s2", "dw.u", None) in tables
+
+
+def test_begin_transaction_still_ends_at_its_semicolon() -> None:
+    c = collect_sql("BEGIN TRANSACTION; INSERT INTO dw.t (a) SELECT a FROM src.s; COMMIT;", dialect="tsql")
+    assert c.statements == 3
+    assert ("src.s", "dw.t", None) in edges(c)

@@ -122,16 +122,38 @@ def _parse_pieces(
 
 
 def _chunks(tokens: list[Token]) -> Iterator[list[Token]]:
+    """Statements cut at semicolons, except inside the BEGIN … END body of a CREATE PROCEDURE
+    or FUNCTION, which holds statements of its own."""
     chunk: list[Token] = []
-    for token in tokens:
-        if token.token_type == TokenType.SEMICOLON:
+    depth = 0  # open BEGIN/CASE blocks of a routine's body
+    for position, token in enumerate(tokens):
+        if token.token_type == TokenType.SEMICOLON and depth == 0:
             if chunk:
                 yield chunk
             chunk = []
-        else:
-            chunk.append(token)
+            continue
+        chunk.append(token)
+        if _in_routine(chunk):
+            word = token.text.upper()
+            if word in ("BEGIN", "CASE"):
+                depth += 1
+            elif word == "END" and depth > 0:
+                following = tokens[position + 1].text.upper() if position + 1 < len(tokens) else ""
+                if following not in _BLOCK_ENDINGS:  # END IF, END LOOP: no BEGIN opened them
+                    depth -= 1
     if chunk:
         yield chunk
+
+
+_BLOCK_ENDINGS = frozenset({"IF", "LOOP", "WHILE", "REPEAT", "FOR"})
+
+
+def _in_routine(chunk: list[Token]) -> bool:
+    """True when the statement so far is `CREATE [OR REPLACE] PROCEDURE|FUNCTION …`."""
+    head = [t.text.upper() for t in chunk[:5]]
+    return (
+        bool(head) and head[0] == "CREATE" and ("PROCEDURE" in head or "FUNCTION" in head or "PROC" in head)
+    )
 
 
 def _parse_chunk(

@@ -15,10 +15,12 @@ untraced, with the reason in `warnings` for the collector to record as a problem
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -265,6 +267,30 @@ class RunState:
         self._write(target, output_columns(relation, None), relation, view=True)
         return Outcome.LINEAGE
 
+    def _routine(self, kind: str, body: exp.Expr | None) -> Outcome:
+        """A procedure or function whose body writes tables (T-SQL's `AS BEGIN … END`, Spark's
+        `BEGIN … END`, PL/pgSQL's `$$ … $$`): the lineage of its statements, as when it runs."""
+        statements: list[exp.Expr] = []
+        unread = 0
+        if isinstance(body, exp.Heredoc):
+            statements, unread = _writes_in_text(body.name, self.dialect)
+        elif body is not None:
+            statements = [node for node in body.find_all(*_WRITES) if not _inside_write(node, body)]
+            for command in body.find_all(exp.Command):  # IF … THEN INSERT …, kept as text
+                found, missed = _writes_in_text(f"{command.this} {command.text('expression')}", self.dialect)
+                statements += found
+                unread += missed
+        if unread:
+            self.warnings.append(
+                f"{unread} statement(s) of a {kind.lower()} body look like writes but could not be read"
+            )
+        if not statements:
+            if isinstance(body, exp.Heredoc) and _WRITE_WORDS.search(body.name):
+                return self._untraced(f"a {kind.lower()} body that writes tables in a language not read")
+            return Outcome.NO_LINEAGE  # CREATE FUNCTION f AS 'com.example.F', a body that writes nothing
+        outcomes = [self.apply(statement.copy()) for statement in statements]
+        return Outcome.LINEAGE if Outcome.LINEAGE in outcomes else max(outcomes, key=list(Outcome).index)
+
     def _alter_table(self, statement: exp.Alter) -> None:
         """A table's columns as the ALTER leaves them (ADD, REPLACE, CHANGE, RENAME and DROP
         COLUMN), and under its new name after RENAME TO, for the statements after it."""
@@ -342,8 +368,10 @@ class RunState:
 
     def _create(self, create: exp.Create) -> Outcome:
         kind = (create.args.get("kind") or "").upper()
+        if kind in ("PROCEDURE", "FUNCTION"):
+            return self._routine(kind, create.expression)
         if kind not in ("TABLE", "VIEW"):
-            return Outcome.NO_LINEAGE  # a database, function, index…: no data moves
+            return Outcome.NO_LINEAGE  # a database, index, macro…: no data moves
         node = create.this
         definitions: list[tuple[str, str | None]] = []
         if isinstance(node, exp.Schema):
@@ -693,6 +721,41 @@ def _unparenthesize(statement: exp.Expr) -> None:
         unwrapped = unwrapped.this
     if unwrapped is not query:
         statement.set("expression", unwrapped)
+
+
+_WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.MultitableInserts)
+_WRITE_WORDS = re.compile(r"\b(INSERT|MERGE|UPDATE|DELETE|CREATE)\b", re.IGNORECASE)
+
+
+def _inside_write(node: exp.Expr, body: exp.Expr) -> bool:
+    """True for a statement nested in another write of `body` (an INSERT of a MERGE's WHEN)."""
+    parent = node.parent
+    while parent is not None and parent is not body:
+        if isinstance(parent, _WRITES):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _writes_in_text(text: str, dialect: Dialect) -> tuple[list[exp.Expr], int]:
+    """The writes in a routine body kept as text (PL/pgSQL's `$$ … $$`, an `IF … THEN INSERT …`
+    sqlglot did not parse): each `;`-separated piece from its first INSERT/MERGE/UPDATE/DELETE/
+    CREATE on, parsed alone; control flow and declarations around it are skipped. Also how many
+    such pieces did not parse."""
+    found: list[exp.Expr] = []
+    missed = 0
+    for piece in text.split(";"):
+        start = _WRITE_WORDS.search(piece)
+        if start is None:
+            continue
+        try:
+            parsed = sqlglot.parse_one(piece[start.start() :], dialect=dialect)
+        except sqlglot.errors.SqlglotError:
+            missed += 1
+            continue
+        if isinstance(parsed, _WRITES) or (isinstance(parsed, exp.Select) and parsed.args.get("into")):
+            found.append(parsed)
+    return found, missed
 
 
 def _alias_derived_tables(holder: exp.Expr) -> None:
