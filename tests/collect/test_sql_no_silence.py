@@ -10,6 +10,7 @@ import pytest
 
 from tracelake.collect.sql import SqlCollection, collect_sql
 from tracelake.collect.sql_statements import Outcome
+from tracelake.model import DECLARED_COLUMNS as DECLARED
 
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
 
@@ -290,3 +291,17 @@ def test_begin_transaction_still_ends_at_its_semicolon() -> None:
     c = collect_sql("BEGIN TRANSACTION; INSERT INTO dw.t (a) SELECT a FROM src.s; COMMIT;", dialect="tsql")
     assert c.statements == 3
     assert ("src.s", "dw.t", None) in edges(c)
+
+
+@pytest.mark.parametrize(
+    "alter", ["ALTER TABLE dw.t SET TBLPROPERTIES ('team' = 'x')", "ALTER TABLE dw.t ADD COLUMNS (z INT)"]
+)
+def test_an_alter_declares_no_order_for_columns_only_seen(alter: str) -> None:
+    """Columns the store has only seen have no known order; an ALTER must not make one up."""
+    from tracelake.collect.schema import SchemaCatalog
+
+    seen = SchemaCatalog.from_mapping({"dw.t": {"a": "int", "b": "int"}}, ordered=False)
+    c = collect_sql(f"{alter};\nINSERT INTO dw.t SELECT y, x FROM src.s;", schema=seen)
+    # mapped by name (no a/b in the query), never by position onto a, b
+    assert not {e for e in edges(c) if e[1] in ("dw.t#a", "dw.t#b")}
+    assert all(DECLARED not in a.metadata for b in c.batches for a in b.assets if a.urn.endswith("dw.t"))

@@ -297,11 +297,13 @@ class RunState:
         target = self._target(statement.this)
         if target is None or target.urn is None:
             return
-        names = self._known_columns(target)
+        names, ordered = self._known_order(target)
         columns = [(n, self._column_type(target.urn, n)) for n in names] if names is not None else None
+        before = list(columns) if columns is not None else None
         for action in statement.args.get("actions") or ():
             if isinstance(action, exp.ReplaceColumns):
                 columns = [column_definition(e, self.dialect) for e in action.expressions]
+                ordered = True
             elif isinstance(action, exp.Schema | exp.ColumnDef) and columns is not None:
                 added = [
                     column_definition(e, self.dialect)
@@ -330,8 +332,15 @@ class RunState:
                 if new_target is None or new_target.urn is None:
                     return
                 target = new_target
-        if columns is not None:
+                before = None  # the columns move to the new name
+        if columns is None or columns == before:
+            return  # SET TBLPROPERTIES and the like: nothing learnt, no order declared
+        if ordered:
             self._define(target, columns)
+        else:  # columns only seen, never declared: still no known order
+            assert target.urn is not None
+            self.learnt[target.urn] = dict(columns)
+            self.unordered.add(target.urn)
 
     def _load(self, load: exp.LoadData) -> Outcome:
         """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t: the files become the table's, as they are."""
