@@ -106,3 +106,12 @@ def test_each_table_a_statement_uses_is_in_the_schema(statement_id: str) -> None
         if not node.name or (not node.db and node.name.lower() in ctes) or id(node) in routines:
             continue  # a CTE, or the name of a procedure
         assert _table(node) in SCHEMA, f"{_table(node)} is not in schema.json"
+
+
+def test_the_wide_statement_option_runs_and_finds_every_column(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--wide N` (issue 18's widest statement) on a small N: each tool's line, Tracelake's complete."""
+    assert bench.main(["--wide", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "one CREATE TABLE AS SELECT of 5 computed columns" in out
+    (line,) = [line for line in out.splitlines() if line.startswith("tracelake ")]
+    assert line.endswith("5 direct column edges (expected 5)")
