@@ -94,11 +94,10 @@ def test_a_select_records_what_it_read() -> None:
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
-        ("INSERT OVERWRITE DIRECTORY '/exports/x' SELECT * FROM src.s1;", "DIRECTORY"),
         ("DELETE FROM dw.t WHERE id IN (SELECT id FROM src.gone);", "DELETE"),
         ("OPTIMIZE dw.t ZORDER BY (a);", "OPTIMIZE"),
     ],
-    ids=["directory", "delete reading a table", "unknown command"],
+    ids=["delete reading a table", "unknown command"],
 )
 def test_what_is_not_traced_is_a_problem_at_its_place(sql: str, reason: str) -> None:
     result, c = outcome("SELECT 1;\n" + sql)
@@ -305,3 +304,199 @@ def test_an_alter_declares_no_order_for_columns_only_seen(alter: str) -> None:
     # mapped by name (no a/b in the query), never by position onto a, b
     assert not {e for e in edges(c) if e[1] in ("dw.t#a", "dw.t#b")}
     assert all(DECLARED not in a.metadata for b in c.batches for a in b.assets if a.urn.endswith("dw.t"))
+
+
+# -- files as sources and targets, copies of tables ---------------------------------------
+
+S1 = {("src.s1", None), ("src.s1#a", "IDENTITY"), ("src.s1#b", "IDENTITY")}  # read by `SELECT a, b`
+
+
+def into(target: str, sources: set[tuple[str, str | None]]) -> set[tuple[str, str, str | None]]:
+    """Edges from `sources` into `target`, a column source feeding the target column of its name."""
+    return {(s, target + ("#" + s.partition("#")[2] if "#" in s else ""), kind) for s, kind in sources}
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect", "files"),
+    [
+        (
+            "INSERT OVERWRITE LOCAL DIRECTORY '/tmp/out' ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' "
+            "SELECT a, b FROM src.s1;",
+            "hive",
+            "file.dataset//tmp/out",
+        ),
+        (
+            "INSERT OVERWRITE DIRECTORY 'hdfs://nn/exports/x/' STORED AS ORC SELECT a, b FROM src.s1;",
+            "hive",
+            "file.dataset/hdfs://nn/exports/x",
+        ),
+        (
+            "INSERT OVERWRITE DIRECTORY '/exports/x' USING parquet SELECT a, b FROM src.s1;",
+            "spark",
+            "file.dataset//exports/x",
+        ),
+        (
+            "INSERT OVERWRITE DIRECTORY USING csv OPTIONS ('path' '/exports/y', header 'true') "
+            "SELECT a, b FROM src.s1;",
+            "spark",
+            "file.dataset//exports/y",
+        ),
+        (
+            "COPY (SELECT a, b FROM src.s1) TO '/data/s1.csv' WITH (FORMAT csv);",
+            "postgres",
+            "file.dataset//data/s1.csv",
+        ),
+        (
+            "COPY INTO 's3://bkt/out/' FROM (SELECT a, b FROM src.s1);",
+            "snowflake",
+            "file.dataset/s3://bkt/out",
+        ),
+        (
+            "UNLOAD ('SELECT a, b FROM src.s1') TO 's3://bkt/unload/' IAM_ROLE 'arn:aws:iam::1:role/r';",
+            "redshift",
+            "file.dataset/s3://bkt/unload",
+        ),
+        # the files are `part-*.csv` in the folder: the folder is the dataset
+        (
+            "EXPORT DATA OPTIONS (uri = 'gs://bkt/export/*.csv', format = 'CSV') AS SELECT a, b FROM src.s1;",
+            "bigquery",
+            "file.dataset/gs://bkt/export",
+        ),
+    ],
+    ids=[
+        "hive local directory",
+        "hive directory stored as",
+        "spark directory",
+        "spark directory, path option",
+        "postgres copy to",
+        "snowflake copy into a location",
+        "redshift unload",
+        "bigquery export",
+    ],
+)
+def test_a_query_written_to_files_feeds_their_columns(sql: str, dialect: str, files: str) -> None:
+    result, c = outcome(sql, dialect=dialect)
+    assert result is Outcome.LINEAGE and not c.problems
+    assert edges(c) == into(files, S1)
+
+
+def test_a_table_copied_to_files_by_its_declared_columns() -> None:
+    result, c = outcome(
+        "CREATE TABLE src.s1 (a INT, b TEXT);\nCOPY src.s1 TO '/data/s1.csv';", dialect="postgres"
+    )
+    assert result is Outcome.LINEAGE
+    assert edges(c) == into("file.dataset//data/s1.csv", S1)
+    result, c = outcome("COPY src.s1 (b) TO '/data/b.csv';", dialect="postgres")
+    assert edges(c) == {
+        ("src.s1", "file.dataset//data/b.csv", None),
+        ("src.s1#b", "file.dataset//data/b.csv#b", "IDENTITY"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect", "files"),
+    [
+        ("COPY dw.t FROM '/data/t.csv' WITH (FORMAT csv);", "postgres", ["file.dataset//data/t.csv"]),
+        ("COPY dw.t (a, b) FROM 's3://bkt/t.csv';", "postgres", ["file.dataset/s3://bkt/t.csv"]),
+        (
+            "COPY dw.t FROM 's3://bkt/data/' IAM_ROLE 'arn:aws:iam::1:role/r' FORMAT AS PARQUET;",
+            "redshift",
+            ["file.dataset/s3://bkt/data"],
+        ),
+        (
+            "COPY INTO dw.t FROM 's3://bkt/data/' FILE_FORMAT = (TYPE = CSV);",
+            "snowflake",
+            ["file.dataset/s3://bkt/data"],
+        ),
+        (
+            "COPY INTO dw.t FROM @landing/t/ FILE_FORMAT = (TYPE = CSV);",
+            "snowflake",
+            ["file.dataset/@landing/t"],
+        ),
+        (
+            "LOAD DATA INTO dw.t FROM FILES (format = 'CSV', uris = ['gs://bkt/a.csv', 'gs://bkt/b.csv']);",
+            "bigquery",
+            ["file.dataset/gs://bkt/a.csv", "file.dataset/gs://bkt/b.csv"],
+        ),
+    ],
+    ids=[
+        "postgres copy from",
+        "postgres copy from, columns",
+        "redshift copy",
+        "snowflake copy into",
+        "snowflake copy from a stage",
+        "bigquery load data",
+    ],
+)
+def test_files_loaded_into_a_table_as_they_are(sql: str, dialect: str, files: list[str]) -> None:
+    result, c = outcome(sql, dialect=dialect)
+    assert result is Outcome.LINEAGE and not c.problems
+    assert edges(c) == {(f, "dw.t", None) for f in files}  # no column of a file is known
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect"),
+    [
+        ("CREATE TABLE dw.t2 CLONE src.s1;", "snowflake"),
+        ("CREATE TABLE dw.t2 CLONE src.s1;", "bigquery"),
+        ("CREATE TABLE dw.t2 SHALLOW CLONE src.s1;", "databricks"),
+        ("CREATE OR REPLACE TABLE dw.t2 DEEP CLONE src.s1;", "databricks"),
+    ],
+)
+def test_a_clone_copies_every_column(sql: str, dialect: str) -> None:
+    c = collect_sql("CREATE TABLE src.s1 (a INT, b STRING);\n" + sql, dialect=dialect)
+    assert edges(c) == into("dw.t2", S1) and not c.problems
+    # the clone has the source's columns, in order, for what reads it later
+    c = collect_sql(
+        f"CREATE TABLE src.s1 (a INT, b STRING);\n{sql}\nINSERT INTO dw.o SELECT * FROM dw.t2;",
+        dialect=dialect,
+    )
+    assert {e for e in edges(c) if e[1].startswith("dw.o#")} == {
+        ("dw.t2#a", "dw.o#a", "IDENTITY"),
+        ("dw.t2#b", "dw.o#b", "IDENTITY"),
+    }
+
+
+def test_a_clone_of_a_table_of_unknown_columns_is_table_level_and_says_so() -> None:
+    result, c = outcome("CREATE TABLE dw.t2 CLONE src.s1;", dialect="snowflake")
+    assert result is Outcome.LINEAGE
+    assert edges(c) == {("src.s1", "dw.t2", None)}
+    (process,) = c.batches[0].processes
+    assert process.metadata["notes"] == [
+        "hive.table/dw.t2: copied from hive.table/src.s1, whose columns are unknown: table level only"
+    ]
+
+
+def test_an_exchanged_partition_moves_from_the_table_after_with() -> None:
+    # Hive: ALTER TABLE <destination> EXCHANGE PARTITION (…) WITH TABLE <source>
+    c = collect_sql(
+        "CREATE TABLE src.s1 (a INT, b STRING);\n"
+        "ALTER TABLE dw.t EXCHANGE PARTITION (ds = '2024-01-01') WITH TABLE src.s1;",
+        dialect="hive",
+    )
+    assert edges(c) == into("dw.t", S1) and not c.problems
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        "STORED AS AVRO TBLPROPERTIES ('avro.schema.literal' = '{schema}')",
+        "ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.avro.AvroSerDe' "
+        "WITH SERDEPROPERTIES ('avro.schema.literal' = '{schema}') STORED AS AVRO",
+    ],
+    ids=["tblproperties", "serdeproperties"],
+)
+def test_an_avro_schema_literal_declares_the_columns(properties: str) -> None:
+    schema = (
+        '{"type": "record", "name": "r", "fields": [{"name": "Id", "type": "long"}, '
+        '{"name": "email", "type": ["null", "string"]}]}'
+    )
+    ddl = "CREATE TABLE dw.t " + properties.replace("{schema}", schema)
+    c = collect_sql(f"{ddl};\nINSERT INTO dw.t SELECT x, y FROM src.s;", dialect="hive")
+    # positional: x feeds the first Avro field, y the second
+    assert {e for e in edges(c) if "#" in e[0]} == {
+        ("src.s#x", "dw.t#id", "IDENTITY"),
+        ("src.s#y", "dw.t#email", "IDENTITY"),
+    }
+    (field_types,) = [{f.urn: f.data_type for f in b.fields} for b in c.batches]
+    assert field_types["hive.table/dw.t#email"] == "string"

@@ -113,7 +113,7 @@ class _RunBuilder:
     ) -> None:
         """Parse and apply every statement of `text`; failures become problems."""
         self.state.at = self.moment()
-        text = substitute_variables(text, self.variables)
+        text = spark_directory_writes(substitute_variables(text, self.variables))
         for item in parse_statements(text, dialect):
             collection.statements += 1
             if isinstance(item, StatementError):
@@ -250,6 +250,32 @@ def substitute_variables(text: str, variables: dict[str, str]) -> str:
 
 def _replace(text: str, variables: Mapping[str, str]) -> str:
     return _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), text) if "${" in text else text
+
+
+# Spark's `INSERT OVERWRITE [LOCAL] DIRECTORY ['path'] USING fmt [OPTIONS (…)]`, which sqlglot
+# does not parse, and Hive's `… DIRECTORY 'path' STORED AS fmt`, which it does.
+_DIRECTORY_USING = re.compile(
+    r"(?P<head>INSERT\s+OVERWRITE\s+(?:LOCAL\s+)?DIRECTORY)(?P<path>\s+'[^']*')?\s+USING\s+(?P<format>\w+)"
+    r"(?P<options>\s+OPTIONS\s*\((?:[^()']|'[^']*')*\))?",
+    re.IGNORECASE,
+)
+_PATH_OPTION = re.compile(r"'path'\s*=?\s*('[^']*')", re.IGNORECASE)
+
+
+def spark_directory_writes(text: str) -> str:
+    """Spark's directory write spelt as Hive's, which sqlglot reads: the path from the statement
+    or its `path` option; the line count kept, so problems keep their places."""
+
+    def hive_form(found: re.Match[str]) -> str:
+        path = found["path"]
+        if path is None and found["options"]:
+            option = _PATH_OPTION.search(found["options"])
+            path = f" {option.group(1)}" if option else None
+        if path is None:
+            return found.group(0)  # no path said: left for the parser to report
+        return f"{found['head']}{path} STORED AS {found['format']}" + "\n" * found.group(0).count("\n")
+
+    return _DIRECTORY_USING.sub(hive_form, text) if "DIRECTORY" in text.upper() else text
 
 
 # -- public API ---------------------------------------------------------------------------

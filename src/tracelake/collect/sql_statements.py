@@ -30,11 +30,14 @@ from tracelake.collect.schema import SchemaCatalog
 from tracelake.collect.sql_lineage import QueryAnalyzer
 from tracelake.collect.sql_relation import Deps, Relation, add_composed, add_dep, weakest
 from tracelake.collect.sql_targets import (
+    avro_columns,
     column_definition,
     file_location,
     file_urn,
     insert_columns,
+    location_text,
     merge_assignments,
+    option_values,
     output_columns,
     partition_spec,
 )
@@ -122,7 +125,8 @@ class RunState:
     assets: dict[str, dict[str, str]] = field(default_factory=dict)
     field_types: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    reads: dict[str, None] = field(default_factory=dict)  # tables read by read-only queries
+    # tables read by read-only queries, each with the columns read from it (paths)
+    reads: dict[str, set[str]] = field(default_factory=dict)
     # what the last statement could not trace, for the collector to record as problems
     warnings: list[str] = field(default_factory=list)
     at: datetime | None = None  # when the run ran: which declared column orders hold
@@ -159,6 +163,10 @@ class RunState:
             return self._alter(statement)
         if isinstance(statement, exp.LoadData):
             return self._load(statement)
+        if isinstance(statement, exp.Copy):
+            return self._copy(statement)
+        if isinstance(statement, exp.Export):
+            return self._export(statement)
         if isinstance(statement, exp.Select) and isinstance(statement.args.get("into"), exp.Into):
             return self._select_into(statement)
         if isinstance(statement, exp.Query):
@@ -168,10 +176,7 @@ class RunState:
                 return self._untraced("DELETE that reads other tables: which rows remain is not traced yet")
             return Outcome.NO_LINEAGE
         if isinstance(statement, exp.Command):
-            words = " ".join(f"{statement.this} {statement.text('expression')}".upper().split()[:2])
-            if statement.this.upper() in NO_LINEAGE_COMMANDS or words in NO_LINEAGE_COMMANDS:
-                return Outcome.NO_LINEAGE
-            return self._untraced(f"{statement.this.upper()} …: sqlglot reads this statement only as text")
+            return self._command(statement)
         return self._untraced(f"a {type(statement).__name__} statement: its lineage is not traced yet")
 
     def _untraced(self, reason: str) -> Outcome:
@@ -195,7 +200,7 @@ class RunState:
             explicit = [e.name.lower() for e in node.expressions]
             node = node.this
         if isinstance(node, exp.Directory):
-            return self._untraced("INSERT OVERWRITE DIRECTORY: a write to files, not traced yet")
+            return self._write_files(node.this, insert.expression, "INSERT OVERWRITE DIRECTORY")
         if not isinstance(node, exp.Table):
             return self._untraced(f"INSERT into a {type(node).__name__}: a target Tracelake cannot name")
         values = insert.expression
@@ -343,13 +348,111 @@ class RunState:
             self.unordered.add(target.urn)
 
     def _load(self, load: exp.LoadData) -> Outcome:
-        """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t: the files become the table's, as they are."""
-        target = self._target(load.this)
+        """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t (Hive), LOAD DATA INTO t FROM FILES (uris = […])
+        (BigQuery): the files become the table's, as they are."""
         path = load.args.get("inpath")
-        if target is None or target.urn is None or not isinstance(path, exp.Literal):
-            return self._untraced("LOAD DATA into a table or from a path Tracelake cannot name")
-        self._edge(location_urn(path.name), target.urn, None, Confidence.HIGH)
+        files = load.args.get("files")
+        paths = [path] if isinstance(path, exp.Literal) else option_values(files, "uris")
+        return self._load_files(load.this, paths, "LOAD DATA")
+
+    def _load_files(self, node: exp.Expr, paths: list[exp.Expr], kind: str) -> Outcome:
+        """Files moved into a table as they are: table-level edges, no column is known of a file."""
+        target = self._target(node.this if isinstance(node, exp.Schema) else node)
+        locations = [location for location in map(location_text, paths) if location is not None]
+        if target is None or target.urn is None or not locations or len(locations) < len(paths):
+            return self._untraced(f"{kind} into a table or from a place Tracelake cannot name")
+        for location in locations:
+            self._edge(location_urn(location), target.urn, None, Confidence.HIGH)
         return Outcome.LINEAGE
+
+    def _copy(self, copy: exp.Copy) -> Outcome:
+        """COPY t FROM 'files' / COPY INTO t FROM @stage (load); COPY t|(query) TO 'files' /
+        COPY INTO @stage|'files' FROM t|(query) (unload)."""
+        node, files = copy.this, list(copy.args.get("files") or ())
+        into_files = location_text(node) is not None  # Snowflake's COPY INTO <location> FROM …
+        if copy.args.get("kind") and not into_files:
+            return self._load_files(node, files, "COPY … FROM")
+        source = files[0] if into_files and len(files) == 1 else node if not into_files else None
+        destination = node if into_files else files[0] if len(files) == 1 else None
+        if source is None or destination is None:
+            return self._untraced("COPY with a source or a destination Tracelake cannot name")
+        if isinstance(source, exp.Table):
+            source = exp.select("*").from_(source.copy())
+        elif isinstance(source, exp.Schema) and isinstance(source.this, exp.Table):
+            source = exp.select(*(exp.column(c.name) for c in source.expressions)).from_(source.this.copy())
+        return self._write_files(
+            destination, source.unnest() if isinstance(source, exp.Expr) else None, "COPY … TO"
+        )
+
+    def _export(self, export: exp.Export) -> Outcome:
+        """BigQuery's EXPORT DATA OPTIONS (uri = 'gs://…') AS query: the query's rows to files."""
+        uris = option_values(export.args.get("options"), "uri")
+        return self._write_files(uris[0] if len(uris) == 1 else None, export.this, "EXPORT DATA")
+
+    def _write_files(self, place: exp.Expr | None, query: exp.Expr | None, kind: str) -> Outcome:
+        """A query's rows written to files: the files are a dataset whose columns are the
+        query's outputs, as Spark names a directory it writes."""
+        location = location_text(place)
+        if location is None or not isinstance(query, exp.Query):
+            return self._untraced(f"{kind} to a place or from a query Tracelake cannot read")
+        relation = self._analyze(query)
+        if relation is None:
+            return self._untraced(f"{kind} whose query has no scope to analyse")
+        self._write(_Target(urn=location_urn(location)), output_columns(relation, None), relation)
+        return Outcome.LINEAGE
+
+    def _copy_table(self, source_node: exp.Table, target: _Target, kind: str) -> Outcome:
+        """A table copied whole (CLONE, a partition exchanged into another table): every column
+        of the source feeds the target column of its name."""
+        source = self._target(source_node)
+        if source is None or source.urn is None or target.urn is None:
+            return self._untraced(f"{kind} of a table Tracelake cannot name")
+        names, ordered = self._known_order(source)
+        self._edge(source.urn, target.urn, None, Confidence.HIGH)
+        for name in names or ():
+            self._edge(
+                field_urn(source.urn, name),
+                field_urn(target.urn, name),
+                Transformation.IDENTITY,
+                Confidence.HIGH,
+            )
+        if names is not None and ordered and kind.endswith("CLONE"):
+            self._define(target, [(name, self._column_type(source.urn, name)) for name in names])
+        elif names is None:
+            self.notes.append(
+                f"{target.urn}: copied from {source.urn}, whose columns are unknown: table level only"
+            )
+        return Outcome.LINEAGE
+
+    def _command(self, statement: exp.Command) -> Outcome:
+        """Statements sqlglot keeps as text: those that move no data, the few whose text says
+        where data goes (UNLOAD, DEEP/SHALLOW CLONE, EXCHANGE PARTITION), and the rest untraced."""
+        text = f"{statement.this} {statement.text('expression')}"
+        words = " ".join(text.upper().split()[:2])
+        if statement.this.upper() in NO_LINEAGE_COMMANDS or words in NO_LINEAGE_COMMANDS:
+            return Outcome.NO_LINEAGE
+        if (unload := _UNLOAD.match(text)) is not None:
+            try:
+                query = sqlglot.parse_one(unload["query"].replace("''", "'"), dialect=self.dialect)
+            except sqlglot.errors.SqlglotError:
+                return self._untraced("UNLOAD whose query does not parse")
+            return self._write_files(exp.Literal.string(unload["to"]), query, "UNLOAD")
+        if (clone := _CLONE.match(text)) is not None:
+            target = self._target(exp.to_table(clone["target"], dialect=self.dialect))
+            if target is None:
+                return self._untraced("CLONE into a table Tracelake cannot name")
+            return self._copy_table(
+                exp.to_table(clone["source"], dialect=self.dialect), target, "CREATE TABLE … CLONE"
+            )
+        if (exchange := _EXCHANGE.match(text)) is not None:
+            # Hive: the partition moves from the table after WITH into the altered one
+            target = self._target(exp.to_table(exchange["target"], dialect=self.dialect))
+            if target is None:
+                return self._untraced("EXCHANGE PARTITION into a table Tracelake cannot name")
+            return self._copy_table(
+                exp.to_table(exchange["source"], dialect=self.dialect), target, "EXCHANGE PARTITION"
+            )
+        return self._untraced(f"{statement.this.upper()} …: sqlglot reads this statement only as text")
 
     def _select_into(self, select: exp.Select) -> Outcome:
         """`SELECT … INTO t FROM …` (Postgres, T-SQL): a CREATE TABLE t AS SELECT."""
@@ -371,8 +474,13 @@ class RunState:
             return self._untraced("a query with no scope to analyse")
         tables = [urn for urn in sorted(relation.tables) if "#" not in urn]
         for urn in tables:
-            self.reads.setdefault(urn)
+            self.reads.setdefault(urn, set())
             self.assets.setdefault(urn, {})
+        sources = [source for _, deps in relation.columns for source, _ in deps]
+        for source in (*sources, *(source for source, _ in relation.indirect)):
+            table, _, path = source.partition("#")
+            if path and table in self.reads:
+                self.reads[table].add(path)
         return Outcome.READ if tables else Outcome.NO_LINEAGE
 
     def _create(self, create: exp.Create) -> Outcome:
@@ -398,12 +506,15 @@ class RunState:
             # CREATE TEMP VIEW v USING parquet OPTIONS (path '…'): the view reads those files
             self.temp[target.temp_key] = Relation.table(location, None)
             return Outcome.LINEAGE
-        if isinstance(query, exp.Clone) or (properties is not None and properties.find(exp.Clone)):
-            return self._untraced(f"CREATE {kind} … CLONE: a copy of a table, not traced yet")
+        clone = create.args.get("clone") or (properties.find(exp.Clone) if properties else None)
+        if isinstance(clone, exp.Clone) and isinstance(clone.this, exp.Table):
+            return self._copy_table(clone.this, target, f"CREATE {kind} … CLONE")
         if not isinstance(query, exp.Query):
             like = properties.find(exp.LikeProperty) if properties else None
             if like is not None and isinstance(like.this, exp.Table):
                 definitions = self._like_columns(like.this)
+            elif not definitions:
+                definitions = avro_columns(properties)
             self._define(target, definitions)
             return Outcome.NO_LINEAGE  # it declares a table's columns
         relation = self._analyze(create)
@@ -731,6 +842,20 @@ def _unparenthesize(statement: exp.Expr) -> None:
     if unwrapped is not query:
         statement.set("expression", unwrapped)
 
+
+_NAME = r"[\w.`\"\[\]]+"
+_UNLOAD = re.compile(
+    r"UNLOAD\s*\(\s*'(?P<query>(?:[^']|'')*)'\s*\)\s*TO\s*'(?P<to>[^']*)'", re.IGNORECASE | re.DOTALL
+)
+_CLONE = re.compile(
+    rf"CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<target>{_NAME})\s+"
+    rf"(?:SHALLOW\s+|DEEP\s+)?CLONE\s+(?P<source>{_NAME})",
+    re.IGNORECASE,
+)
+_EXCHANGE = re.compile(
+    rf"ALTER\s+TABLE\s+(?P<target>{_NAME})\s+EXCHANGE\s+PARTITION\s*\(.*?\)\s*WITH\s+TABLE\s+(?P<source>{_NAME})",
+    re.IGNORECASE | re.DOTALL,
+)
 
 _WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.MultitableInserts)
 _WRITE_WORDS = re.compile(r"\b(INSERT|MERGE|UPDATE|DELETE|CREATE)\b", re.IGNORECASE)

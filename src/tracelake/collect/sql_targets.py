@@ -8,6 +8,8 @@ definitions of a CREATE TABLE, and Spark's file-backed tables (`parquet.`/path``
 
 from __future__ import annotations
 
+import json
+
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
@@ -43,6 +45,65 @@ def file_location(properties: exp.Expr | None) -> str | None:
     if path is None:
         return None
     return location_urn(path)
+
+
+def location_text(node: exp.Expr | None) -> str | None:
+    """The place a COPY, UNLOAD or export names: a quoted path or URI, or a Snowflake stage
+    (`@stage/path`); None for anything else (a table)."""
+    if isinstance(node, exp.Table) and not node.args.get("db"):
+        node = node.this
+    if isinstance(node, exp.Literal) and node.is_string and node.name.strip():
+        return _folder_of_glob(node.name)
+    if isinstance(node, exp.Var) and node.name.startswith("@"):
+        return _folder_of_glob(node.name)
+    return None
+
+
+def _folder_of_glob(place: str) -> str:
+    """Files named by a pattern (`gs://b/export/*.csv`) are the dataset of their folder."""
+    folder, _, last = place.rstrip("/").rpartition("/")
+    return folder if "*" in last and folder and not folder.endswith(":/") else place
+
+
+def option_values(options: exp.Expr | None, key: str) -> list[exp.Expr]:
+    """The value(s) of option `key` in `OPTIONS (key = v)` / `FILES (key = [v, …])`."""
+    if options is None:
+        return []
+    for option in options.find_all(exp.Property):
+        if option.name.lower() == key:
+            value = option.args.get("value")
+            return list(value.expressions) if isinstance(value, exp.Array) else [value] if value else []
+    return []
+
+
+def avro_columns(properties: exp.Expr | None) -> list[tuple[str, str | None]]:
+    """A table's columns from the Avro schema in its TBLPROPERTIES or SERDEPROPERTIES
+    (`'avro.schema.literal' = '{"type": "record", "fields": […]}'`), as Hive derives them."""
+    literal = next(iter(option_values(properties, "avro.schema.literal")), None)
+    if not isinstance(literal, exp.Literal):
+        return []
+    try:
+        schema = json.loads(literal.name)
+    except ValueError:
+        return []
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        return []
+    return [
+        (str(f["name"]).lower(), _avro_type(f.get("type")))
+        for f in fields
+        if isinstance(f, dict) and isinstance(f.get("name"), str)
+    ]
+
+
+def _avro_type(avro: object) -> str | None:
+    """Hive's name for an Avro field type: a nullable union is its other branch."""
+    if isinstance(avro, list):
+        branches = [b for b in avro if b != "null"]
+        return _avro_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(avro, dict):
+        return _avro_type(avro.get("logicalType") or avro.get("type"))
+    return str(avro) if isinstance(avro, str) else None
 
 
 def column_definition(node: exp.Expr, dialect: Dialect) -> tuple[str, str | None]:
