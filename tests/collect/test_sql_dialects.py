@@ -119,3 +119,74 @@ def test_statements_sqlglot_keeps_as_commands_parse_quietly(caplog: pytest.LogCa
     assert (c.statements, c.parsed, c.edges) == (4, 4, 0)
     assert c.outcomes[Outcome.NO_LINEAGE] == 4 and not c.problems  # each a known kind, none silent
     assert "Falling back" not in caplog.text
+
+
+# -- issue 18's forms in the dialects people write them in -------------------------------
+
+# `a, b` of src.s1 through a CTE that keeps rows with a > 0, into dw.t: worked out by hand
+THROUGH_Q = {
+    ("src.s1#a", "dw.t#a", "IDENTITY"),
+    ("src.s1#b", "dw.t#b", "IDENTITY"),
+    *to_all(["src.s1#a"], ["dw.t#a", "dw.t#b"], "FILTER"),
+}
+Q = "SELECT a, b FROM src.s1 WHERE a > 0"
+CTE = f"q AS ({Q})"
+
+# (dialect, a CTE feeding an INSERT, a CREATE … AS / SELECT … INTO over a parenthesised query)
+FORMS = [
+    ("spark", f"WITH {CTE} INSERT INTO dw.t SELECT a, b FROM q", "CREATE TABLE dw.t AS (SELECT a, b FROM q)"),
+    (
+        "hive",
+        f"WITH {CTE} INSERT OVERWRITE TABLE dw.t SELECT a, b FROM q",
+        "CREATE TABLE dw.t AS SELECT a, b FROM q",
+    ),
+    ("postgres", f"WITH {CTE} INSERT INTO dw.t (a, b) SELECT a, b FROM q", "SELECT a, b INTO dw.t FROM q"),
+    ("tsql", f"WITH {CTE} INSERT INTO dw.t (a, b) SELECT a, b FROM q", "SELECT a, b INTO dw.t FROM q"),
+    (
+        "snowflake",
+        f"INSERT INTO dw.t (a, b) WITH {CTE} SELECT a, b FROM q",
+        "CREATE TABLE dw.t AS (SELECT a, b FROM q)",
+    ),
+    (
+        "bigquery",
+        f"INSERT INTO dw.t (a, b) WITH {CTE} SELECT a, b FROM q",
+        "CREATE TABLE dw.t AS (SELECT a, b FROM q)",
+    ),
+    (
+        "trino",
+        f"INSERT INTO dw.t (a, b) WITH {CTE} SELECT a, b FROM q",
+        "CREATE TABLE dw.t AS (SELECT a, b FROM q)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("dialect", "insert", "create"), FORMS, ids=[f[0] for f in FORMS])
+def test_a_cte_is_never_a_table_in_any_dialect(dialect: str, insert: str, create: str) -> None:
+    c = lineage(insert, dialect=dialect)
+    assert table_edges(c) == {("src.s1", "dw.t")}
+    assert column_edges(c) == THROUGH_Q
+    # the CTE of the statement before, not a table `q`, and in parentheses or not
+    c = lineage(
+        f"WITH {CTE} SELECT a, b FROM q;\n{create.replace('FROM q', f'FROM ({Q}) AS q')}", dialect=dialect
+    )
+    assert table_edges(c) == {("src.s1", "dw.t")}
+    assert column_edges(c) == THROUGH_Q
+    assert c.outcomes[Outcome.READ] == 1 and c.outcomes[Outcome.LINEAGE] == 1
+    (process,) = c.batches[0].processes
+    assert process.metadata["reads"] == ["hive.table/src.s1"]  # never `q`
+
+
+@pytest.mark.parametrize(
+    ("dialect", "update"),
+    [
+        ("postgres", "UPDATE dw.t SET b = s.b FROM src.s1 AS s WHERE t.a = s.a"),
+        ("tsql", "UPDATE t SET t.b = s.b FROM dw.t t JOIN src.s1 s ON t.a = s.a"),
+        ("snowflake", "UPDATE dw.t SET b = s.b FROM src.s1 AS s WHERE t.a = s.a"),
+        ("bigquery", "UPDATE dw.t SET b = s.b FROM src.s1 AS s WHERE t.a = s.a"),
+    ],
+)
+def test_an_update_from_another_table_in_its_dialect(dialect: str, update: str) -> None:
+    c = lineage(update, dialect=dialect)
+    assert table_edges(c) == {("src.s1", "dw.t")}
+    kind = "JOIN" if " ON " in update else "FILTER"  # which target rows get which value
+    assert column_edges(c) == {("src.s1#b", "dw.t#b", "IDENTITY"), ("src.s1#a", "dw.t#b", kind)}
