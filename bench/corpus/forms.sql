@@ -29,3 +29,21 @@ INSERT OVERWRITE TABLE mart.forms_files SELECT INPUT__FILE__NAME AS source_file,
 -- @id: forms_007
 -- a procedure body holding a write
 CREATE PROCEDURE mart.load_forms() BEGIN INSERT INTO mart.forms_proc SELECT user_id, email FROM dating.user_profile; END;
+
+-- The statements below (forms_008 on) were written, with their expectations in expected.yaml,
+-- before any tool was run on them.
+
+-- @id: forms_008
+-- a clone copies every column of its source
+CREATE TABLE mart.forms_clone SHALLOW CLONE mart.forms_paren;
+
+-- @id: forms_009
+-- a parenthesised UNION ALL feeding named target columns
+INSERT INTO mart.forms_paren (user_id, country)
+(SELECT user_id, country FROM dating.user_profile UNION ALL SELECT user_id, country FROM dating.dwd_user_profile);
+
+-- @id: forms_010
+-- a CTE reading another CTE, before an INSERT: neither is a table
+WITH a AS (SELECT user_id, city FROM dating.user_profile),
+     b AS (SELECT user_id, city FROM a WHERE city IS NOT NULL)
+INSERT OVERWRITE TABLE mart.forms_ctas SELECT user_id, upper(city) FROM b;
