@@ -259,7 +259,7 @@ class RunState:
     def _alter(self, statement: exp.Alter) -> Outcome:
         """ALTER VIEW … AS query redefines a view; other ALTERs change a schema, moving no data."""
         if (statement.args.get("kind") or "").upper() == "TABLE":
-            self._alter_table(statement)
+            return self._alter_table(statement)
         if (statement.args.get("kind") or "").upper() != "VIEW":
             return Outcome.NO_LINEAGE
         query = next((a for a in statement.args.get("actions") or () if isinstance(a, exp.Query)), None)
@@ -296,12 +296,15 @@ class RunState:
         outcomes = [self.apply(statement.copy()) for statement in statements]
         return Outcome.LINEAGE if Outcome.LINEAGE in outcomes else max(outcomes, key=list(Outcome).index)
 
-    def _alter_table(self, statement: exp.Alter) -> None:
+    def _alter_table(self, statement: exp.Alter) -> Outcome:
         """A table's columns as the ALTER leaves them (ADD, REPLACE, CHANGE, RENAME and DROP
-        COLUMN), and under its new name after RENAME TO, for the statements after it."""
+        COLUMN), and under its new name after RENAME TO, for the statements after it. A RENAME
+        is lineage: the renamed table holds the old one's data, so its upstream goes on through
+        the old name rather than starting anew."""
         target = self._target(statement.this)
         if target is None or target.urn is None:
-            return
+            return Outcome.NO_LINEAGE
+        outcome = Outcome.NO_LINEAGE
         names, ordered = self._known_order(target)
         columns = [(n, self._column_type(target.urn, n)) for n in names] if names is not None else None
         before = list(columns) if columns is not None else None
@@ -335,17 +338,26 @@ class RunState:
                 new_target = self._target(renamed)
                 self.learnt.pop(target.urn, None)
                 if new_target is None or new_target.urn is None:
-                    return
-                target = new_target
+                    return self._untraced("ALTER TABLE … RENAME TO a name Tracelake cannot read")
+                self._edge(target.urn, new_target.urn, None, Confidence.HIGH)
+                for name, _ in columns or ():
+                    self._edge(
+                        field_urn(target.urn, name),
+                        field_urn(new_target.urn, name),
+                        Transformation.IDENTITY,
+                        Confidence.HIGH,
+                    )
+                target, outcome = new_target, Outcome.LINEAGE
                 before = None  # the columns move to the new name
         if columns is None or columns == before:
-            return  # SET TBLPROPERTIES and the like: nothing learnt, no order declared
+            return outcome  # SET TBLPROPERTIES and the like: nothing learnt, no order declared
         if ordered:
             self._define(target, columns)
         else:  # columns only seen, never declared: still no known order
             assert target.urn is not None
             self.learnt[target.urn] = dict(columns)
             self.unordered.add(target.urn)
+        return outcome
 
     def _load(self, load: exp.LoadData) -> Outcome:
         """LOAD DATA [LOCAL] INPATH 'p' INTO TABLE t (Hive), LOAD DATA INTO t FROM FILES (uris = […])
