@@ -172,9 +172,7 @@ class RunState:
         if isinstance(statement, exp.Query):
             return self._read(statement)
         if isinstance(statement, exp.Delete):
-            if statement.find(exp.Subquery) is not None or statement.args.get("using"):
-                return self._untraced("DELETE that reads other tables: which rows remain is not traced yet")
-            return Outcome.NO_LINEAGE
+            return self._delete(statement)
         if isinstance(statement, exp.Command):
             return self._command(statement)
         return self._untraced(f"a {type(statement).__name__} statement: its lineage is not traced yet")
@@ -620,6 +618,35 @@ class RunState:
             (column.name.lower(), deps, Confidence.HIGH)
             for (column, _), (_, deps) in zip(pairs, relation.columns, strict=False)
         ]
+        self._write(target, columns, relation, append=True, skip_self=True)
+        return Outcome.LINEAGE
+
+    def _delete(self, delete: exp.Delete) -> Outcome:
+        """DELETE FROM t [USING s] WHERE … (SELECT … FROM s): which rows of t remain depends on
+        what the condition reads of other tables — a FILTER onto each column of t. A DELETE
+        reading only t itself moves no data."""
+        node, using = delete.this, delete.args.get("using")
+        if delete.find(exp.Select) is None and not using:
+            return Outcome.NO_LINEAGE
+        target = self._target(node) if isinstance(node, exp.Table) else None
+        if target is None or target.urn is None:
+            return self._untraced("DELETE from a table Tracelake cannot name")
+        known = self._known_columns(target)
+        table = node.copy()
+        table.set("alias", None)
+        select = exp.Select(
+            expressions=[exp.column(n, table=node.alias_or_name) for n in known or ()] or [exp.Star()]
+        )
+        select = select.from_(node.copy())
+        for source in using or ():  # Postgres' DELETE … USING s: s is joined, as in a FROM
+            select = select.join(source.copy())
+        where = delete.args.get("where")
+        if where is not None:
+            select = select.where(where.this.copy())
+        relation = self._analyze(select)
+        if relation is None:
+            return self._untraced("DELETE with no scope to analyse")
+        columns = [(name, {}, Confidence.HIGH) for name, _ in relation.columns] if known else []
         self._write(target, columns, relation, append=True, skip_self=True)
         return Outcome.LINEAGE
 
