@@ -548,3 +548,43 @@ def test_a_delete_of_a_table_of_unknown_columns_is_table_level() -> None:
     result, c = outcome("DELETE FROM dw.t WHERE id IN (SELECT id FROM src.gone);")
     assert result is Outcome.LINEAGE
     assert edges(c) == {("src.gone", "dw.t", None)}
+
+
+def test_an_update_without_from_reads_its_own_columns() -> None:
+    """`SET a = b + 1` computes a from b: lineage inside the table; a column kept as it was
+    (`SET c = c`) or choosing rows (`WHERE c > 0`) is none."""
+    result, c = outcome("UPDATE dw.t SET a = b + 1, c = c WHERE c > 0;")
+    assert result is Outcome.LINEAGE and not c.problems
+    assert edges(c) == {("dw.t#b", "dw.t#a", "TRANSFORMATION")}
+
+
+@pytest.mark.parametrize(
+    ("join", "dialect"),
+    [
+        ("CROSS JOIN LATERAL", "postgres"),
+        (", LATERAL", "postgres"),
+        ("JOIN LATERAL", "spark"),
+    ],
+)
+def test_a_lateral_subquery_correlates_with_the_tables_before_it(join: str, dialect: str) -> None:
+    result, c = outcome(
+        "INSERT INTO dw.o (id, last_amount, last_ts) SELECT u.id, l.amount, l.ts FROM src.users u "
+        f"{join} (SELECT o.amount, o.ts FROM src.orders o WHERE o.user_id = u.id "
+        "ORDER BY o.ts DESC LIMIT 1) l;",
+        dialect=dialect,
+    )
+    assert result is Outcome.LINEAGE and not c.problems
+    # each column of the lateral from its own source column (not all from all), and `u.id`
+    # is the users' id, not a field `u.id` of orders
+    assert {e for e in edges(c) if e[2] == "IDENTITY"} == {
+        ("src.users#id", "dw.o#id", "IDENTITY"),
+        ("src.orders#amount", "dw.o#last_amount", "IDENTITY"),
+        ("src.orders#ts", "dw.o#last_ts", "IDENTITY"),
+    }
+    # which order row is kept: the correlation on both sides, and the ordering
+    assert {(e[0], e[2]) for e in edges(c) if e[1] == "dw.o#last_amount" and e[2] != "IDENTITY"} == {
+        ("src.users#id", "FILTER"),
+        ("src.orders#user_id", "FILTER"),
+        ("src.orders#ts", "SORT"),
+    }
+    assert {e[0].partition("#")[0] for e in edges(c)} == {"src.users", "src.orders"}

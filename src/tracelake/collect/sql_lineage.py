@@ -269,10 +269,26 @@ class QueryAnalyzer:
     def _generator(self, scope: Scope) -> Relation:
         """LATERAL VIEW explode(...) / UNNEST(...): every generated column derives from the input."""
         node = scope.expression
-        sources = self._sources(scope.sources.items())
         parent = self._contexts.get(id(scope.parent)) if scope.parent is not None else None
         out = Relation(complete=False)
-        context = _Context(sources, parent, out.tables)
+        # the tables before a LATERAL are what its subquery correlates with (`u.id` of
+        # `FROM users u JOIN LATERAL (SELECT … WHERE o.user_id = u.id)`): its enclosing context,
+        # known before the subquery — the generator's own body is no source of itself
+        context = _Context({}, parent, out.tables)
+        self._contexts[id(scope)] = context
+        context.sources.update(
+            self._sources(
+                (name, source)
+                for name, source in scope.sources.items()
+                if not (isinstance(source, Scope) and _within(source.expression, node))
+            )
+        )
+        body = node.this if isinstance(node, exp.Lateral) else None
+        inner = self._scopes.get(id(body.this)) if isinstance(body, exp.Subquery) else None
+        if inner is not None:  # LATERAL (SELECT …): its columns, each with its own lineage
+            alias = node.args.get("alias")
+            names = [c.name.lower() for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+            return self._relation(inner).renamed(names)
         inputs: Deps = {}
         arguments = node.expressions if isinstance(node, exp.Unnest) else [node.this]
         for argument in arguments:
@@ -469,6 +485,12 @@ _ROW_CLAUSES = (
     ("sort", T.SORT),
     ("cluster", T.SORT),
 )
+
+
+def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    while node is not None and node is not ancestor:
+        node = node.parent
+    return node is ancestor
 
 
 def _default_generator_names(node: exp.Expr) -> list[str]:

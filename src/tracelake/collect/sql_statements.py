@@ -822,7 +822,11 @@ class RunState:
                     self.notes.append(
                         f"{target_field}: from a Hive virtual column of {source.partition('#')[0]}"
                     )
-                elif not (skip_self and source.startswith(prefix)):
+                elif not (
+                    skip_self
+                    and source.startswith(prefix)
+                    and _unchanged_or_row_choice(source, target_field, kind)
+                ):
                     self._edge(source, target_field, kind, weakest(confidence, cap))
 
     def _write_temp(
@@ -856,6 +860,12 @@ class RunState:
 
 
 # -- pure helpers -------------------------------------------------------------------------
+
+
+def _unchanged_or_row_choice(source: str, target: str, kind: Transformation) -> bool:
+    """An UPDATE or MERGE of a table reading the table itself: a column kept as it was, or one
+    of its columns choosing which rows change, is no lineage; `SET a = b + 1` is (b → a)."""
+    return source == target or not kind.is_direct
 
 
 def _name_placeholders(statement: exp.Expr) -> None:
