@@ -239,6 +239,26 @@ class AssetChange:
     previous: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AssetRead:
+    """A run that read an asset and wrote nothing from it: a query that only selects, a Spark
+    `count()` or `collect()`. No flow of data into the graph, but who reads a table (for privacy
+    review) and how much (for hotness). One per asset and run.
+
+    `user`: who ran it, when the signal says; the process is the job. `at`: when the run read it,
+    as the signal tells (a SQL or Spark run's start, an OpenLineage run's completion). `columns`:
+    the paths read from the asset, sorted; empty when not known.
+    """
+
+    asset: str
+    run_id: str
+    process: str
+    at: datetime
+    user: str | None
+    signal: Signal
+    columns: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class LineageBatch:
     """Everything one collection produced; `store.ingest` writes it in one transaction.
@@ -260,6 +280,7 @@ class LineageBatch:
     # facets, the lineage events listing. Other collectors leave it empty.
     events: list[dict[str, Any]] = field(default_factory=list)
     changes: list[AssetChange] = field(default_factory=list)
+    reads: list[AssetRead] = field(default_factory=list)  # runs that read assets and wrote nothing
     observed_at: datetime | None = None
 
     def extend(self, other: LineageBatch) -> None:
@@ -272,3 +293,4 @@ class LineageBatch:
         self.described.extend(other.described)
         self.events.extend(other.events)
         self.changes.extend(other.changes)
+        self.reads.extend(other.reads)

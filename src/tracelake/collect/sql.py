@@ -29,6 +29,7 @@ from tracelake.collect.sql_statements import Outcome, RunState
 from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
+    AssetRead,
     Field,
     FlowEdge,
     LineageBatch,
@@ -174,6 +175,7 @@ class _RunBuilder:
         state = self.state
         code = fingerprint(*self.shapes)
         started = as_utc(self.started_at) if self.started_at is not None else None
+        at = self.moment()  # when its read-only queries read their tables
         # where the run was read from tells apart two runs of one query at unknown times,
         # and keeps the id stable when the same input is collected again
         run_id = fingerprint(process_urn, started.isoformat() if started else "", code, repr(metadata))
@@ -209,6 +211,10 @@ class _RunBuilder:
             ],
             runs=[Run(run_id, process_urn, started_at=started, job_id=job_id, user=self.user)],
             edges=edges,
+            reads=[
+                AssetRead(urn, run_id, process_urn, at, self.user, Signal.SQL_STATIC, tuple(sorted(paths)))
+                for urn, paths in state.reads.items()
+            ],
             observed_at=started,
         )
 

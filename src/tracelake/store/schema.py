@@ -143,6 +143,22 @@ asset_changes = sa.Table(
 )
 sa.Index("ix_asset_changes_at", asset_changes.c.at)
 
+# Who read an asset without writing from it (a SELECT-only query, a Spark count or collect):
+# one row per asset and run, `columns` the paths read (a JSON list, empty when not known).
+asset_reads = sa.Table(
+    "asset_reads",
+    metadata,
+    sa.Column("asset_id", sa.Integer, sa.ForeignKey("nodes.id"), primary_key=True),
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("process_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("user_name", sa.String(200)),
+    sa.Column("signal", sa.String(32), nullable=False),
+    sa.Column("columns", sa.JSON, nullable=False),
+)
+sa.Index("ix_asset_reads_at", asset_reads.c.asset_id, asset_reads.c.at)  # an asset's, newest first
+sa.Index("ix_asset_reads_run", asset_reads.c.run_id)  # a run reported again (ingest looks it up)
+
 # Runs in progress and who runs them: a tracked Spark driver renews its lease every 30 s and
 # drops it when the run ends; a lease whose driver is gone marks its run ABORT (store/leases.py).
 run_leases = sa.Table(

@@ -27,6 +27,7 @@ from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
     AssetChange,
+    AssetRead,
     Confidence,
     Field,
     FlowEdge,
@@ -40,8 +41,10 @@ from tracelake.model import (
     parse_urn,
     utcnow,
 )
+from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.history import HistoryPlan, StoredVersion, plan_history
+from tracelake.store.reads import ReadCounts
 from tracelake.store.schema import from_micros, to_micros
 
 DEFAULT_DB_PATH = Path(".tracelake") / "lineage.db"
@@ -119,6 +122,7 @@ class IngestReport:
     edges_replaced: int = 0
     runs: int = 0
     problems: int = 0
+    reads: int = 0  # reads of assets by runs that wrote nothing, new to the store
 
 
 @dataclass(slots=True)
@@ -282,6 +286,7 @@ class LineageStore:
                 self._write_column_orders(conn, batch_list, ids, now_us)
                 self._write_runs(conn, batch_list, ids, report)
                 self._write_changes(conn, batch_list, ids)
+                report.reads = asset_reads.write_reads(conn, batch_list, ids)
                 self._write_problems(conn, batch_list, now_us, report)
                 self._write_events(conn, batch_list, now_us)
                 self._bump_version(conn)
@@ -328,6 +333,11 @@ class LineageStore:
                         assets[urn] = Asset(urn)
                 if change.process and change.process not in processes and change.process not in unnamed:
                     unnamed[change.process] = Process(change.process, name=change.process, kind="unknown")
+            for read in batch.reads:
+                if read.asset not in assets:
+                    assets[read.asset] = Asset(read.asset)
+                if read.process not in processes and read.process not in unnamed:
+                    unnamed[read.process] = Process(read.process, name=read.process, kind="unknown")
         # Each field URN is parsed once (it was three times): parsing dominated column-heavy re-ingests.
         field_assets = {urn: parse_urn(urn) for urn in fields}
         for parsed in field_assets.values():
@@ -626,6 +636,25 @@ class LineageStore:
             )
             for urn, change, at, signal, process_urn, run_id, columns, previous_urn in rows
         ]
+
+    def readers(
+        self,
+        urn: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = 100,
+    ) -> list[AssetRead]:
+        """Who read the asset without writing from it (`tracelake.store.reads`), newest first."""
+        with self.engine.connect() as conn:
+            return asset_reads.readers(conn, urn, since=since, until=until, limit=limit)
+
+    def read_counts(
+        self, *, asset: str | None = None, since: datetime | None = None, until: datetime | None = None
+    ) -> dict[str, ReadCounts]:
+        """Per asset read: its reading runs, distinct readers and reading processes (hotness's votes)."""
+        with self.engine.connect() as conn:
+            return asset_reads.read_counts(conn, asset=asset, since=since, until=until)
 
     def ended_assets(self) -> dict[str, datetime]:
         """Assets whose life has ended — their last change a DROP, or a RENAME away from them —
