@@ -27,6 +27,7 @@ from tracelake.collect.sql import collect_sql
 from tracelake.emit.openlineage import openlineage_run_id, run_event
 from tracelake.model import (
     Asset,
+    AssetRead,
     Confidence,
     Field,
     FlowEdge,
@@ -754,6 +755,39 @@ def test_a_jobs_datasets_are_those_of_its_events() -> None:
         ),
     ]
     assert batch.events == [start, complete, other]
+
+
+def test_a_run_that_completed_writing_nothing_read_its_inputs() -> None:
+    start = minimal_event("START", outputs=False)
+    complete = minimal_event("COMPLETE", outputs=False)
+    complete["eventTime"] = "2024-05-01T03:10:00Z"
+
+    assert event_to_batch(complete).reads == [
+        AssetRead(
+            LOG, NIGHTLY_RUN_ID, NIGHTLY, datetime(2024, 5, 1, 3, 10, tzinfo=UTC), None, Signal.OPENLINEAGE
+        )
+    ]
+    assert events_to_batch([start, complete]).reads == event_to_batch(complete).reads
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param([minimal_event("START", outputs=False)], id="started, not yet read"),
+        pytest.param([minimal_event("RUNNING", outputs=False)], id="running"),
+        pytest.param([minimal_event("FAIL", outputs=False)], id="failed"),
+        pytest.param([minimal_event("COMPLETE")], id="its inputs are lineage"),
+        pytest.param(
+            [minimal_event("START"), minimal_event("COMPLETE", outputs=False)],
+            id="outputs named at its start",
+        ),
+        pytest.param(
+            [minimal_event("OTHER"), minimal_event("COMPLETE", outputs=False)], id="outputs named by another"
+        ),
+    ],
+)
+def test_no_read_but_of_a_run_that_completed_writing_nothing(events: list[dict[str, Any]]) -> None:
+    assert events_to_batch(events).reads == []
 
 
 def test_described_jobs_in_the_store(tmp_path: Path) -> None:

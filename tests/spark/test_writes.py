@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from tests.spark.conftest import Lake, indirect
 from tracelake.collect.sql import collect_sql
+from tracelake.model import Signal
 from tracelake.names import table_urn
 
 
@@ -49,6 +50,7 @@ def test_save_as_table_names_the_table_not_its_files(lake: Lake) -> None:
     assert {a.urn for a in batch.assets} == {lake.urn("people"), table_urn("tl_copy")}
     writes = batch.processes[0].metadata["writes"]
     assert [(w["dataset"], w["mode"]) for w in writes] == [(table_urn("tl_copy"), "Append")]
+    assert batch.reads == []  # what a write reads is its lineage, not a read
 
 
 def test_insert_into_fits_columns_without_computing(lake: Lake) -> None:
@@ -218,6 +220,16 @@ def test_reads_without_writes_are_the_runs_inputs(lake: Lake) -> None:
     assert batch.edges == []
     assert {a.urn for a in batch.assets} == {lake.urn("people"), lake.urn("scores")}
     assert set(batch.processes[0].metadata["reads"]) == {lake.urn("people"), lake.urn("scores")}
+    # the columns each action's result holds or depends on: none for count, all five of people
+    # for show (through its casts to text, and amount through the filter), name for first
+    [run] = batch.runs
+    assert [(lake.short(r.asset), r.columns) for r in batch.reads] == [
+        ("people", ("addr", "amount", "id", "name", "tags")),
+        ("scores", ("key", "score")),
+    ]
+    assert {(r.run_id, r.process, r.at, r.user, r.signal) for r in batch.reads} == {
+        (run.run_id, run.process, run.started_at, run.user, Signal.SPARK_RUNTIME)
+    }
     types = {f.urn: f.data_type for f in batch.fields}
     assert types[lake.urn("people") + "#amount"] == "double"
     assert types[lake.urn("people") + "#addr"] == "struct<city:string,zip:string>"

@@ -29,7 +29,11 @@ A RunEvent gives a Run (START opens it as RUNNING; COMPLETE, FAIL, ABORT end it;
 its job id), except an OTHER event or one without eventType, which tell nothing of the run's
 lifecycle. Datasets give their `schema` fields (nested as `a.b`), `ownership` and `documentation`;
 a `lifecycleStateChange` facet (on a COMPLETE run's outputs, or in a DatasetEvent) is a change of
-the dataset's own life (`AssetChange`: a DROP ends its edges), not a flow.
+the dataset's own life (`AssetChange`: a DROP ends its edges), not a flow. A run that completed
+without writing anything (no event of it in the batch names an output) read its COMPLETE events'
+inputs: each is an `AssetRead` at the completion, with no user. The collector sees one batch at a
+time: a COMPLETE that names inputs and no outputs, sent apart from the events that named the
+run's outputs, is taken as a read.
 `events_to_batch` merges events, all or nothing, into one observation at the latest event time: as
 the spec's accumulative events mean, a process's edges are the union of its events'. Each event is
 kept as received in `LineageBatch.events`, for Marquez's read API.
@@ -52,6 +56,7 @@ from tracelake.emit.openlineage import openlineage_run_id
 from tracelake.model import (
     Asset,
     AssetChange,
+    AssetRead,
     Confidence,
     Field,
     FlowEdge,
@@ -260,7 +265,7 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     job = root.member("job").obj()
     namespace, name = job.member("namespace").text(), job.member("name").text()
     process_urn = job_urn(namespace, name)
-    run_record = _run(run, process_urn, state, moment, builder) if run is not None else None
+    run_id, run_record = _run(run, process_urn, state, moment, builder) if run is not None else (None, None)
     process = _process(job, process_urn, name, builder)
 
     event = _Event(builder)
@@ -285,6 +290,10 @@ def _read_event(root_at: _At, builder: _Builder) -> None:
     builder.add_job_datasets(process_urn, inputs, [target for target, _ in outputs])
     if run_record is not None:
         builder.add_run(run_record)
+    if run_id is not None:
+        # what a run that wrote nothing read; only a COMPLETE says the reading happened
+        read = inputs if state is RunState.COMPLETE else []
+        builder.add_run_datasets(run_id, process_urn, read, bool(outputs), moment)
 
 
 def _lifecycle(
@@ -348,7 +357,8 @@ def _event_type(at: _At, builder: _Builder) -> RunState | None:
 
 def _run(
     at: _At, process_urn: str, state: RunState | None, moment: datetime, builder: _Builder
-) -> Run | None:
+) -> tuple[str, Run | None]:
+    """The event's run id, and the Run it reports (None when it tells nothing of its lifecycle)."""
     run_id = _run_id(at.member("runId"), builder)
 
     def parent_run(parent: _At) -> str:
@@ -357,12 +367,13 @@ def _run(
     job_id = _read_facet(builder, at, "parent", parent_run, None)
     if state is None or state is RunState.OTHER:
         # no lifecycle news: a Run without times would overwrite the end the store has for it
-        return None
+        return run_id, None
     if state is RunState.START:
-        return Run(run_id, process_urn, started_at=moment, status=RunState.RUNNING.value, job_id=job_id)
+        running = RunState.RUNNING.value
+        return run_id, Run(run_id, process_urn, started_at=moment, status=running, job_id=job_id)
     if state is RunState.RUNNING:
-        return Run(run_id, process_urn, status=state.value, job_id=job_id)
-    return Run(run_id, process_urn, ended_at=moment, status=state.value, job_id=job_id)
+        return run_id, Run(run_id, process_urn, status=state.value, job_id=job_id)
+    return run_id, Run(run_id, process_urn, ended_at=moment, status=state.value, job_id=job_id)
 
 
 def _process(job: _At, urn: str, name: str, builder: _Builder) -> Process:
@@ -567,6 +578,9 @@ class _Builder:
     problems: list[Problem] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     changes: list[AssetChange] = field(default_factory=list)
+    # per run id: (its process, the inputs its COMPLETE events named and when, whether any of its
+    # events named outputs)
+    run_reads: dict[str, tuple[str, dict[str, None], datetime | None, bool]] = field(default_factory=dict)
     observed_at: datetime | None = None
 
     def observe(self, moment: datetime) -> None:
@@ -606,6 +620,26 @@ class _Builder:
         reads.update(dict.fromkeys(inputs))
         writes.update(dict.fromkeys(outputs))
 
+    def add_run_datasets(
+        self, run_id: str, process: str, completed_inputs: list[str], writes: bool, moment: datetime
+    ) -> None:
+        """Remember, for `reads`, the inputs a COMPLETE event of the run named and whether any
+        of its events named outputs."""
+        known_process, read, at, wrote = self.run_reads.get(run_id, (process, {}, None, False))
+        if completed_inputs:
+            read.update(dict.fromkeys(completed_inputs))
+            at = moment if at is None else min(at, moment)
+        self.run_reads[run_id] = (known_process, read, at, wrote or writes)
+
+    def reads(self) -> list[AssetRead]:
+        """The inputs of runs that completed without writing anything (in the events at hand)."""
+        return [
+            AssetRead(urn, run_id, process, at, None, Signal.OPENLINEAGE)
+            for run_id, (process, read, at, wrote) in self.run_reads.items()
+            if not wrote and at is not None
+            for urn in read
+        ]
+
     def add_edge(self, edge: FlowEdge) -> None:
         self.edges.setdefault(edge.key, edge)
 
@@ -644,5 +678,6 @@ class _Builder:
             problems=self.problems,
             events=self.events,
             changes=self.changes,
+            reads=self.reads(),
             observed_at=self.observed_at,
         )

@@ -117,6 +117,8 @@ class ActionLineage:
     descriptions: dict[EdgeKey, str] = field(default_factory=dict)  # why an edge is less than sure
     through_rdd: set[str] = field(default_factory=set)  # datasets read through an RDD…
     read_directly: set[str] = field(default_factory=set)  # …and read as datasets
+    # of a query action (count, collect, show): the columns its result holds or depends on
+    read_columns: set[str] = field(default_factory=set)
 
 
 # -- which parts of a plan an action's lineage needs ----------------------------------------
@@ -497,7 +499,11 @@ def analyze_action(
         return result
     if command is not None:
         result.notes.append(f"{command.cls}: a write whose target Tracelake cannot name; inputs only")
-    evaluator.evaluate(query)
+        evaluator.evaluate(query)
+        return result
+    rel = evaluator.evaluate(query)
+    for deps in (*(rel.column_deps(attr) for attr in rel.attrs), rel.indirect):
+        result.read_columns.update(source for source, _ in deps)
     return result
 
 

@@ -30,6 +30,7 @@ from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,
     AssetChange,
+    AssetRead,
     Confidence,
     Field,
     FlowEdge,
@@ -75,6 +76,8 @@ class _RunLineage:
 
     datasets: dict[str, Dataset] = field(default_factory=dict)
     reads: dict[str, None] = field(default_factory=dict)
+    # datasets read by actions that wrote nothing (count, collect), with the columns they read
+    read_only: dict[str, set[str]] = field(default_factory=dict)
     writes: dict[str, dict[str, Any]] = field(default_factory=dict)
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
     in_memory: set[tuple[int, ...]] = field(default_factory=set)
@@ -86,7 +89,7 @@ class _RunLineage:
 
     def absorb(self, lineage: ActionLineage, at: datetime) -> bool:
         """Merge one action's lineage (the action ended `at`); True when the run's lineage changed."""
-        before = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
+        before = self._size()
         for urn, dataset in (*lineage.reads.items(), *lineage.writes.items()):
             known = self.datasets.get(urn)
             if known is None:
@@ -111,8 +114,31 @@ class _RunLineage:
         for note in lineage.notes:
             self.notes.setdefault(note)
         self.changes.extend((change, at) for change in lineage.changes)
-        after = (len(self.datasets), len(self.edges), len(self.in_memory), len(self.notes), len(self.writes))
-        return after != before or bool(lineage.changes)
+        if not lineage.writes:
+            self._absorb_reads(lineage)
+        return self._size() != before or bool(lineage.changes)
+
+    def _absorb_reads(self, lineage: ActionLineage) -> None:
+        """An action that wrote nothing: what it read is a read of the run, with its columns."""
+        for urn in lineage.reads:
+            self.read_only.setdefault(urn, set())
+        for column in lineage.read_columns:
+            asset, _, path = column.partition("#")
+            if path and asset in self.read_only and asset in lineage.reads:
+                self.read_only[asset].add(path)
+
+    def _size(self) -> tuple[int, ...]:
+        """Grows whenever the run's lineage does (what `absorb` reports as a change)."""
+        read_columns = sum(len(columns) for columns in self.read_only.values())
+        return (
+            len(self.datasets),
+            len(self.edges),
+            len(self.in_memory),
+            len(self.notes),
+            len(self.writes),
+            len(self.read_only),
+            read_columns,
+        )
 
 
 class RunRecord:
@@ -289,6 +315,18 @@ class RunRecord:
             )
             for c, at in state.changes
         ]
+        reads = [
+            AssetRead(
+                urn,
+                header.run_id,
+                self.process_urn,
+                header.started_at,
+                header.user,
+                Signal.SPARK_RUNTIME,
+                tuple(sorted(columns)),
+            )
+            for urn, columns in state.read_only.items()
+        ]
         return LineageBatch(
             assets=assets,
             fields=[Field(urn, data_type=t) for urn, t in fields.items()],
@@ -296,6 +334,7 @@ class RunRecord:
             runs=[self.run],
             edges=edges,
             changes=changes,
+            reads=reads,
             observed_at=header.started_at,
         )
 
