@@ -252,13 +252,14 @@ def hot_command(
     limit: Annotated[int, typer.Option(help="How many assets")] = 20,
     db: DbOption = None,
 ) -> None:
-    """The hottest assets: PageRank over what depends on what (the most relied-upon first)."""
+    """The hottest assets: PageRank over what depends on what, reads voting too (the most
+    relied-upon first), with how many runs read each without writing from it, and by how many readers."""
     ranked = _review(db).hottest(limit)
     table = Table(title="hottest assets")
-    for column in ("#", "asset", "score"):
+    for column in ("#", "asset", "score", "reading runs", "readers"):
         table.add_column(column)
-    for number, (urn, score) in enumerate(ranked, 1):
-        table.add_row(str(number), urn, f"{score:.4f}")
+    for number, hot in enumerate(ranked, 1):
+        table.add_row(str(number), hot.asset, f"{hot.score:.4f}", str(hot.reading_runs), str(hot.readers))
     out.print(table)
 
 

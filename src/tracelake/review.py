@@ -22,6 +22,7 @@ from tracelake.model import Confidence
 from tracelake.service import Tracelake
 from tracelake.store.facts import asset_facts
 from tracelake.store.labels import LabelAssignment, LabelChanges, LabelStore
+from tracelake.store.reads import NO_READS
 
 
 class ReviewError(ValueError):
@@ -34,6 +35,16 @@ class UnknownSession(ReviewError):
 
 class NotStable(ReviewError):
     """Confirming a session that still has candidates or a round to run."""
+
+
+@dataclass(frozen=True, slots=True)
+class HotAsset:
+    """An asset's hotness score, with how many runs read it and how many readers they were."""
+
+    asset: str
+    score: float
+    reading_runs: int = 0
+    readers: int = 0
 
 
 @dataclass(slots=True)
@@ -166,5 +177,11 @@ class Review:
         index = self.service.index()
         return check(index, policies, asset_facts(self.service.store), self.labels.declared())
 
-    def hottest(self, limit: int) -> list[tuple[str, float]]:
-        return hotness(self.service.index())[:limit]
+    def hottest(self, limit: int) -> list[HotAsset]:
+        """The `limit` hottest assets; the reads of every asset vote (`tracelake.graph.hotness`)."""
+        counts = self.service.store.read_counts()
+        votes = [(process, asset) for asset, read in counts.items() for process in read.processes]
+        return [
+            HotAsset(urn, score, counts.get(urn, NO_READS).runs, counts.get(urn, NO_READS).readers)
+            for urn, score in hotness(self.service.index(), reads=votes)[:limit]
+        ]

@@ -219,5 +219,9 @@ def _report(policies: list[Policy], problems: list[Problem], found: list[Violati
 
 @router.get("/hot", dependencies=[READ])
 def hot(review: Reviewer, limit: Annotated[int, Query(ge=1, le=10_000)] = 20) -> list[dict[str, Any]]:
-    """Assets ranked by PageRank over what depends on what: the most relied-upon first."""
-    return [{"asset": urn, "score": score} for urn, score in review.hottest(limit)]
+    """Assets ranked by PageRank over what depends on what, reads voting too: the most relied-upon
+    first, with how many runs read each without writing from it and how many readers they were."""
+    return [
+        {"asset": hot.asset, "score": hot.score, "reading_runs": hot.reading_runs, "readers": hot.readers}
+        for hot in review.hottest(limit)
+    ]
