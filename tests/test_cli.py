@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.store.test_reads import write_read_log
 from tracelake.cli import app
 from tracelake.model import AssetChange, Lifecycle, LineageBatch, Signal
 from tracelake.store import LineageStore
@@ -205,7 +206,7 @@ def test_show_as_of_a_date_lists_the_edges_of_then(db: str) -> None:
 
     # before the latest recent_reports (2024-03-12) joined user_profile into safety_training_tbl
     code, out, err = run(
-        "show", "dating.safety_training_tbl", "--as-of", "2024-03-11", "--format", "json", "--db", db
+        "show", "dating.safety_training_tbl", "--as-of", "2024-03-11T12:00", "--format", "json", "--db", db
     )
     now = json.loads(run("show", "dating.safety_training_tbl", "--format", "json", "--db", db)[1])
 
@@ -239,6 +240,40 @@ def test_show_gives_a_dropped_tables_lifecycle_and_no_current_edges(db: str) -> 
     assert node["inputs"] == [] and node["outputs"] == []  # the drop ended them
     before = run("show", "dating.safety_log_tbl", "--as-of", "2024-03-12", "--format", "json", "--db", db)[1]
     assert json.loads(before)["inputs"] and json.loads(before)["changes"] == []
+
+
+def test_show_lists_who_read_a_table(db: str, tmp_path: Path) -> None:
+    # tests/store/test_reads.py works the reads out: alice twice, bob once; etl's INSERT is no read
+    ingest_example(db)
+    code, out, err = run("ingest", "sql", str(write_read_log(tmp_path / "reads.jsonl")), "--db", db)
+    assert code == 0, err
+    assert "3 read-only" in out
+
+    code, out, err = run("show", "dating.user_profile", "--db", db)
+    assert code == 0, err
+    section = out[out.index("readers (3 reading runs by 2 readers)") :]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in section.splitlines()]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows if r and r[0].startswith("2024")] == [
+        ("2024-03-12T08:15:00+00:00", "alice", "religion", "sql_static"),
+        ("2024-03-11T14:30:00+00:00", "bob", "user_id", "sql_static"),
+        ("2024-03-10T09:00:00+00:00", "alice", "country, religion, user_id", "sql_static"),
+    ]
+
+    node = json.loads(run("show", "dating.user_profile", "--format", "json", "--db", db)[1])
+    assert node["reads"] == {"runs": 3, "readers": 2}
+    assert [(r["user"], r["at"], r["columns"], r["signal"]) for r in node["readers"]] == [
+        ("alice", "2024-03-12T08:15:00+00:00", ["religion"], "sql_static"),
+        ("bob", "2024-03-11T14:30:00+00:00", ["user_id"], "sql_static"),
+        ("alice", "2024-03-10T09:00:00+00:00", ["country", "religion", "user_id"], "sql_static"),
+    ]
+    assert all(r["process"].startswith("sql.query/") and r["run_id"] for r in node["readers"])
+    # as of before bob's query (noon that day), alice's first is the only read
+    then = json.loads(
+        run("show", "dating.user_profile", "--as-of", "2024-03-11T12:00", "--format", "json", "--db", db)[1]
+    )
+    assert (then["reads"], [r["user"] for r in then["readers"]]) == ({"runs": 1, "readers": 1}, ["alice"])
+    # a table only written, and not read by a query, has no reader
+    assert json.loads(run("show", "dating.stats", "--format", "json", "--db", db)[1])["readers"] == []
 
 
 @pytest.mark.parametrize(

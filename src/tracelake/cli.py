@@ -26,12 +26,13 @@ from tracelake import render
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import AssetChange, Confidence, Signal
+from tracelake.model import AssetChange, AssetRead, Confidence, Signal
 from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.spark import recover as spark_recover
 from tracelake.store import LineageStore
+from tracelake.store.reads import ReadCounts
 from tracelake.temporal.operations import EntityError
 from tracelake.views import EdgeView, GraphView
 
@@ -356,7 +357,8 @@ def show(
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """A node's properties, its fields and the edges in and out of it now (or then, with --as-of)."""
+    """A node's properties, its fields and the edges in and out of it now (or then, with --as-of);
+    a table's lifecycle and who read it (the latest 20 reads)."""
     details = open_service(db).show(node, as_of=parse_time(as_of, "--as-of"))
     record = details.node
     if output is OutputFormat.json:
@@ -383,6 +385,8 @@ def show(
             out.print(edge_table(edges, title=title, with_process=True))
     if details.changes:
         out.print(change_table(details.changes))
+    if details.readers:
+        out.print(reader_table(details.readers, details.reads))
 
 
 @app.command()
@@ -472,6 +476,23 @@ def change_table(changes: list[AssetChange]) -> Table:
             columns = f"was {short(change.previous)}" + (f"; {columns}" if columns else "")
         table.add_row(
             change.at.isoformat(timespec="seconds"), str(change.change), columns, short(change.process or "")
+        )
+    return table
+
+
+def reader_table(reads: list[AssetRead], counts: ReadCounts) -> Table:
+    """Who read a dataset without writing from it (newest first): user, job, when, which columns."""
+    shown = f"; the latest {len(reads)}" if len(reads) < counts.runs else ""
+    table = Table(title=f"readers ({counts.runs} reading runs by {counts.readers} readers{shown})")
+    for column in ("at", "user", "process", "columns", "signal"):
+        table.add_column(column, overflow="fold")
+    for read in reads:
+        table.add_row(
+            read.at.isoformat(timespec="seconds"),
+            read.user or "",
+            short(read.process),
+            ", ".join(read.columns),
+            str(read.signal),
         )
     return table
 

@@ -23,6 +23,7 @@ from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeEr
 from tracelake.graph.traverse import Direction
 from tracelake.model import (
     AssetChange,
+    AssetRead,
     Confidence,
     LineageBatch,
     Problem,
@@ -33,11 +34,14 @@ from tracelake.model import (
 )
 from tracelake.names import resolve_node
 from tracelake.store import LineageStore
+from tracelake.store.reads import NO_READS, ReadCounts
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
 from tracelake.views import EdgeView, GraphView, ImpactView, NodeView
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
 EVENTS_A_TRANSACTION = 500
+# How many of an asset's reads `show` lists, newest first (the counts cover them all)
+READERS_SHOWN = 20
 
 
 @dataclass(slots=True)
@@ -66,6 +70,8 @@ class NodeDetails:
     inputs: list[EdgeView]
     outputs: list[EdgeView]
     changes: list[AssetChange] = field(default_factory=list)  # its lifecycle, oldest first
+    readers: list[AssetRead] = field(default_factory=list)  # its latest reads, newest first
+    reads: ReadCounts = NO_READS  # all its reads, counted
 
     def to_json(self) -> dict[str, Any]:
         """The shape `tracelake show --format json` prints and `GET /nodes/{urn}` answers."""
@@ -89,7 +95,38 @@ class NodeDetails:
             "inputs": [e.to_json() for e in self.inputs],
             "outputs": [e.to_json() for e in self.outputs],
             "changes": [_change_json(c) for c in self.changes],
+            "reads": {"runs": self.reads.runs, "readers": self.reads.readers},
+            "readers": [read_json(r) for r in self.readers],
         }
+
+
+@dataclass(slots=True)
+class ReadersView:
+    """Who read an asset without writing from it: the reads newest first, and all of them counted."""
+
+    asset: str
+    reads: list[AssetRead]
+    counts: ReadCounts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "asset": self.asset,
+            "runs": self.counts.runs,
+            "readers": self.counts.readers,
+            "reads": [read_json(r) for r in self.reads],
+        }
+
+
+def read_json(read: AssetRead) -> dict[str, Any]:
+    """One read of an asset: who (the user, and the process that is the job), when, which columns."""
+    return {
+        "user": read.user,
+        "process": read.process,
+        "run_id": read.run_id,
+        "at": read.at.isoformat(),
+        "signal": str(read.signal),
+        "columns": list(read.columns),
+    }
 
 
 def _change_json(change: AssetChange) -> dict[str, Any]:
@@ -309,19 +346,33 @@ class Tracelake:
         return [[_edge_view(index.edge(p)) for p in path] for path in found]
 
     def show(self, name: str, *, as_of: datetime | None = None) -> NodeDetails:
-        """One node with its fields and the edges that enter and leave it now (or at `as_of`)."""
+        """One node with its fields and the edges that enter and leave it now (or at `as_of`); an
+        asset's lifecycle and its latest readers too."""
         (urn,) = self.resolve([name])
         node = self.store.node(urn)
         if node is None:  # the index knew it but the store no longer does: a race with a reset
             raise UnknownNodeError(name)
         edges = [_edge_view(e) for e in self.store.edges(touching=urn, as_of=as_of)]
-        return NodeDetails(
+        details = NodeDetails(
             node=node,
             fields=self.store.fields_of(urn, self._declared(urn, as_of)) if node.node_type == "asset" else [],
             inputs=sorted((e for e in edges if e.target == urn), key=_edge_order),
             outputs=sorted((e for e in edges if e.source == urn), key=_edge_order),
             changes=self.store.changes(urn, until=as_of) if node.node_type == "asset" else [],
         )
+        if node.node_type == "asset":
+            details.readers = self.store.readers(urn, until=as_of, limit=READERS_SHOWN)
+            details.reads = self.store.read_counts(asset=urn, until=as_of).get(urn, NO_READS)
+        return details
+
+    def readers(
+        self, name: str, *, since: datetime | None = None, until: datetime | None = None, limit: int = 100
+    ) -> ReadersView:
+        """Who read a table without writing from it within [since, until]: at most `limit` reads,
+        newest first, and the count of them all."""
+        (urn,) = self.resolve([name])
+        counts = self.store.read_counts(asset=urn, since=since, until=until).get(urn, NO_READS)
+        return ReadersView(urn, self.store.readers(urn, since=since, until=until, limit=limit), counts)
 
     def _declared(self, urn: str, as_of: datetime | None) -> list[str]:
         """The asset's column order declared last (by `as_of`), or none."""

@@ -18,6 +18,7 @@ import pytest
 import requests
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 
+from tests.store.test_reads import write_read_log
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
@@ -187,6 +188,39 @@ def test_the_openlineage_python_clients_http_transport_works_unchanged(url: str)
         {"id": "hive.table/analytics.religion_buckets#religion_bucket", "data_type": "string", "labels": []}
     ]
     assert {e["process"] for e in node["inputs"]} == {"openlineage.job/dbt/analytics.religion_buckets"}
+
+
+def test_a_tables_readers(service: Tracelake, url: str, tmp_path: Path) -> None:
+    # the reads of tests/store/test_reads.py's log: alice twice, bob once, each a query of its own
+    service.ingest_sql(write_read_log(tmp_path / "reads.jsonl"))
+
+    node = get(url, f"{API}/nodes/hive.table/dating.user_profile")
+    assert node["reads"] == {"runs": 3, "readers": 2}
+    assert [(r["user"], r["at"], r["columns"]) for r in node["readers"]] == [
+        ("alice", "2024-03-12T08:15:00+00:00", ["religion"]),
+        ("bob", "2024-03-11T14:30:00+00:00", ["user_id"]),
+        ("alice", "2024-03-10T09:00:00+00:00", ["country", "religion", "user_id"]),
+    ]
+    assert node["readers"][1].keys() == {"user", "process", "run_id", "at", "signal", "columns"}
+
+    since = get(url, f"{API}/readers", node="dating.user_profile", since="2024-03-11T00:00:00Z", limit=1)
+    assert (since["asset"], since["runs"], since["readers"]) == ("hive.table/dating.user_profile", 2, 2)
+    assert [r["user"] for r in since["reads"]] == ["alice"]
+    reports = get(url, f"{API}/readers", node="dating.abuse_reports")
+    assert [(r["user"], r["columns"], r["signal"]) for r in reports["reads"]] == [
+        ("bob", ["reported_user_id"], "sql_static")
+    ]
+    assert get(url, f"{API}/readers", node="dating.safety_log_tbl") == {
+        "asset": "hive.table/dating.safety_log_tbl",
+        "runs": 0,
+        "readers": 0,
+        "reads": [],
+    }
+    assert requests.get(f"{url}{API}/readers", params={"node": "dating.nope"}, timeout=10).status_code == 404
+
+    hot = {e["asset"]: (e["reading_runs"], e["readers"]) for e in get(url, f"{API}/hot", limit=100)}
+    assert hot["hive.table/dating.user_profile"] == (3, 2)
+    assert hot["hive.table/dating.safety_log_tbl"] == (0, 0)
 
 
 def test_kinds_lists_the_asset_kinds_the_kind_filter_takes(url: str) -> None:

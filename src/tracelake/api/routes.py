@@ -103,6 +103,20 @@ def node(service: Service, name: str, as_of: datetime | None = None) -> dict[str
     return service.show(name, as_of=as_of).to_json()
 
 
+@router.get("/readers", dependencies=[READ])
+def readers(
+    service: Service,
+    node: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> dict[str, Any]:
+    """Who read a table without writing from it (SELECT-only queries, Spark counts): the reads
+    newest first, and how many reading runs and readers in all. A query parameter, not a path
+    below `nodes/`: a file dataset's name may itself end in `/readers`."""
+    return service.readers(node, since=since, until=until, limit=limit).to_json()
+
+
 @router.get("/kinds", dependencies=[READ])
 def kinds(service: Service) -> dict[str, list[str]]:
     """The asset kinds in the graph: the values the `kind` filter takes."""
