@@ -6,6 +6,8 @@ Expected edges are worked out by hand from the SQL of each test.
 
 from __future__ import annotations
 
+import pytest
+
 from tracelake.collect.schema import SchemaCatalog
 from tracelake.model import Confidence
 
@@ -422,3 +424,34 @@ def test_named_window_and_aggregate_filter() -> None:
         ("d.t#ts", "d.out#running", "WINDOW"),
         ("d.t#y", "d.out#positives", "CONDITIONAL"),
     }
+
+
+@pytest.mark.parametrize("schema", [{"d.a": {"k": "int", "v": "int"}, "d.b": {"k": "int", "w": "int"}}, None])
+@pytest.mark.parametrize("kind", ["LEFT SEMI", "LEFT ANTI"])
+def test_a_semi_or_anti_join_chooses_rows_by_its_right_side(kind: str, schema: dict | None) -> None:
+    """Which rows of a remain depends on b (a JOIN influence), though no column of b is output:
+    b is read, `b.k` is b's column (not a struct field of a), and `*` and bare names are a's."""
+    c = lineage(
+        f"INSERT INTO d.o SELECT * FROM d.a {kind} JOIN d.b ON a.k = b.k AND b.w > 0 WHERE k > 1",
+        schema=SchemaCatalog.from_mapping(schema) if schema else None,
+    )
+    assert table_edges(c) == {("d.a", "d.o"), ("d.b", "d.o")}
+    if schema is None:  # a's columns unknown: the * hides them, table level only
+        assert column_edges(c) == set()
+        return
+    assert direct_edges(c) == {("d.a#k", "d.o#k", "IDENTITY"), ("d.a#v", "d.o#v", "IDENTITY")}
+    assert indirect_edges(c) == (
+        to_all(["d.a#k", "d.b#k", "d.b#w"], ["d.o#k", "d.o#v"], "JOIN")
+        | to_all(["d.a#k"], ["d.o#k", "d.o#v"], "FILTER")
+    )
+
+
+def test_grouping_flags_read_no_value() -> None:
+    """grouping(c) is 1 where the row's grouping set rolled c up, whatever c holds: no edge from
+    c (Spark's own plan agrees: tests/spark/test_sql_against_spark.py)."""
+    c = lineage(
+        "INSERT INTO d.o SELECT a, sum(v) AS s, grouping(a) AS ga, grouping_id(a, b) AS gid "
+        "FROM d.t GROUP BY ROLLUP (a, b)"
+    )
+    assert direct_edges(c) == {("d.t#a", "d.o#a", "IDENTITY"), ("d.t#v", "d.o#s", "AGGREGATION")}
+    assert not {e for e in column_edges(c) if e[1] in ("d.o#ga", "d.o#gid") and e[2] != "GROUP_BY"}

@@ -57,6 +57,8 @@ class _Context:
     lambdas: frozenset[str] = frozenset()
     using: frozenset[str] = frozenset()
     windows: dict[str, exp.Window] = field(default_factory=dict)
+    # the right side of LEFT SEMI / ANTI JOINs: it chooses rows, named only in the ON clause
+    row_only: frozenset[str] = frozenset()
 
 
 # Clauses where an output alias may be named: ORDER BY prefers it over a source column.
@@ -126,7 +128,18 @@ class QueryAnalyzer:
         joins = select.args.get("joins") or ()
         using = frozenset(i.name.lower() for join in joins for i in join.args.get("using") or ())
         windows = {w.name.lower(): w for w in select.args.get("windows") or ()}
-        context = _Context(sources, parent, out.tables, using=using, windows=windows)
+        # sqlglot leaves a semi or anti join's right side out of the selected sources (none of
+        # its columns is output), but which rows remain depends on it
+        row_only = {
+            join.this.alias_or_name.lower(): scope.sources[join.this.alias_or_name]
+            for join in joins
+            if (join.args.get("kind") or "").upper() in ("SEMI", "ANTI")
+            and join.this.alias_or_name in scope.sources
+        }
+        sources.update(self._sources(row_only.items()))
+        context = _Context(
+            sources, parent, out.tables, using=using, windows=windows, row_only=frozenset(row_only)
+        )
         self._contexts[id(scope)] = context
         for relation in {id(r): r for r in sources.values()}.values():
             out.tables |= relation.tables
@@ -186,7 +199,8 @@ class QueryAnalyzer:
         if qualifier in context.sources:
             chosen = [context.sources[qualifier]]
         else:  # a pivoted source is listed under its own name and its alias: expand it once
-            chosen = list({id(r): r for r in context.sources.values()}.values())
+            shown = [r for name, r in context.sources.items() if name not in context.row_only]
+            chosen = list({id(r): r for r in shown}.values())
         for relation in chosen:
             out.ordered = out.ordered and relation.ordered
             for name, deps in relation.columns:
@@ -443,6 +457,8 @@ class QueryAnalyzer:
         self, name: str, path: tuple[str, ...], context: _Context, clause: str
     ) -> list[tuple[Deps, Confidence]]:
         sources = context.sources
+        if context.row_only and clause != "join":
+            sources = {n: r for n, r in sources.items() if n not in context.row_only}
         if name in context.using:
             # `JOIN … USING (id)`: the one `id` column is both sides' id
             owners = [r for r in sources.values() if r.knows(name) is not False]
@@ -463,7 +479,19 @@ class QueryAnalyzer:
         return [(deps, cap) for r in unsure if (deps := r.lookup(name, path)) is not None]
 
 
-_LEAVES = (exp.Literal, exp.Identifier, exp.Star, exp.Null, exp.Boolean, exp.DataType, exp.Var)
+# Nothing below these reads a value: grouping(c) and grouping_id(…) say which grouping set
+# rolled a row up, whatever c holds (Spark's analyzer makes them bits of spark_grouping_id).
+_LEAVES = (
+    exp.Literal,
+    exp.Identifier,
+    exp.Star,
+    exp.Null,
+    exp.Boolean,
+    exp.DataType,
+    exp.Var,
+    exp.Grouping,
+    exp.GroupingId,
+)
 _TRANSPARENT = (
     exp.Paren,
     exp.Alias,
