@@ -134,6 +134,30 @@ def test_window(lake: Lake) -> None:
     }
 
 
+def test_ranks_read_only_the_window_and_first_value_copies_a_row(lake: Lake) -> None:
+    """rank() holds a row's position: Catalyst's copy of the ORDER BY under it is no input of
+    its value; first_value/last_value copy another row's value (TRANSFORMATION), as lag does."""
+    people, out = lake.read("people"), lake.output("out")
+    window = Window.partitionBy("name").orderBy("amount")
+
+    def job() -> None:
+        people.select(
+            F.rank().over(window).alias("r"),
+            F.dense_rank().over(window).alias("dr"),
+            F.first("id").over(window).alias("first_id"),
+            F.last("id").over(window).alias("last_id"),
+        ).write.parquet(out)
+
+    edges = lake.edges(lake.run(job).batch())
+    columns = ["out#r", "out#dr", "out#first_id", "out#last_id"]
+    assert edges == {
+        ("people", "out", None),
+        ("people#id", "out#first_id", "TRANSFORMATION"),
+        ("people#id", "out#last_id", "TRANSFORMATION"),
+        *indirect(["people#name", "people#amount"], columns, "WINDOW"),
+    }
+
+
 def test_sort(lake: Lake) -> None:
     people, out = lake.read("people"), lake.output("out")
 

@@ -171,26 +171,12 @@ _EXPAND = (
     "GROUP_BY edges from all of them into every column. `channel` is a literal and `id` comes "
     "from the outlet ids alone, as the SQL collector says (and expected.yaml, worked by hand)"
 )
-_RANK = (
-    "Spark tracker bug: rank() takes no argument and OVER (… ORDER BY x) only orders the window "
-    "(a WINDOW influence, by the tracker's own rules), but Catalyst keeps the ORDER BY "
-    "expressions as the children of Rank (and of DenseRank, PercentRank), and the tracker walks "
-    "them as the function's value: x → the rank column becomes a direct edge (seen with "
-    "dense_rank() OVER (ORDER BY sales) too: sales → the column, TRANSFORMATION)"
-)
 _VIEW_COLUMNS = (
     "Spark tracker bug: CREATE VIEW v (item_sk, price, price_band) AS SELECT …: the view's "
     "columns are its column list (spark.table(v).columns), but the tracker names them after the "
     "query's outputs, `i_item_sk`, `i_current_price` and the generated `case when (…) end`, "
     "columns the view does not have. Not the legacy setting's doing: CREATE VIEW v (a, b) AS "
     "SELECT k, sales AS s gives edges into v#k and v#s"
-)
-_ROW_OFFSET_KIND = (
-    "Spark tracker bug (kind): first_value/last_value over a window copy another row's value, "
-    "which the SQL collector types TRANSFORMATION by rule (lag, lead, first_value, last_value, "
-    "nth_value: `_ROW_OFFSET_FUNCTIONS`, 'copy a value from another row: no aggregation'), the "
-    "rules the tracker says it follows; Catalyst models them as the aggregates First/Last, and "
-    "the tracker types them AGGREGATION"
 )
 _PIVOT = (
     "Known difference, a Spark analyzer rewrite: PIVOT becomes two aggregates, GROUP BY "
@@ -204,14 +190,9 @@ _PIVOT = (
 DIRECT_DISAGREES: dict[str, str] = {
     "tpcds_011": _EXPAND,
     "tpcds_066": _EXPAND,
-    "tpcds_043": _RANK,
-    "tpcds_029": _RANK,
-    "tpcds_069": _RANK,
     "tpcds_097": _VIEW_COLUMNS,
 }
 KINDS_DISAGREE: dict[str, str] = {
-    "dating_061": _ROW_OFFSET_KIND,
-    "holdout_012": _ROW_OFFSET_KIND,
     "tpcds_066": f"{_EXPAND}; and the fallback's TRANSFORMATION retypes the ids' IDENTITY",
 }
 TABLES_DISAGREE: dict[str, str] = {}

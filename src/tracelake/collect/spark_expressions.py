@@ -20,6 +20,11 @@ from tracelake.collect.sql_relation import INDIRECT, Deps, T, add_composed, exte
 from tracelake.model import Transformation
 
 _LEAVES = frozenset({"Literal", "NamedLambdaVariable", "UnboundedPreceding$", "UnboundedFollowing$"})
+# Window functions whose value is a row's position: Catalyst gives rank() and its kin the
+# window's ORDER BY as children, which are no input of the value.
+_RANKING = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"})
+# Aggregates that, over a window, copy one row's value (first_value, last_value).
+_ROW_OFFSET = frozenset({"First", "Last"})
 _LEAVES_SUFFIX = ("Row$",)  # CurrentRow$
 _TRANSPARENT = frozenset(
     {
@@ -117,7 +122,18 @@ class ExpressionWalker:
                 stack.extend((c, influence(mode, T.CONDITIONAL)) for c in node.children[1:])
             elif cls == "WindowExpression" and len(node.children) == 2:
                 function, spec = node.children
-                stack.append((function, descend(mode)))
+                if function.cls in _RANKING:
+                    pass  # its children are the window's ORDER BY again: WINDOW, just below
+                elif (
+                    function.cls == "AggregateExpression"
+                    and function.children[:1]
+                    and (function.children[0].cls in _ROW_OFFSET)
+                ):
+                    # first_value/last_value copy another row's value, as lag and lead do: no
+                    # aggregation (the SQL collector's rule), though Catalyst models them so
+                    stack.append((function.children[0], descend(mode)))
+                else:
+                    stack.append((function, descend(mode)))
                 stack.extend((c, influence(mode, T.WINDOW)) for c in spec.children)
             elif cls == "CaseWhen":
                 branches = len(node.data.get("branches") or ())
