@@ -447,21 +447,13 @@ class RunState:
             except sqlglot.errors.SqlglotError:
                 return self._untraced("UNLOAD whose query does not parse")
             return self._write_files(exp.Literal.string(unload["to"]), query, "UNLOAD")
-        if (clone := _CLONE.match(text)) is not None:
-            target = self._target(exp.to_table(clone["target"], dialect=self.dialect))
-            if target is None:
-                return self._untraced("CLONE into a table Tracelake cannot name")
-            return self._copy_table(
-                exp.to_table(clone["source"], dialect=self.dialect), target, "CREATE TABLE … CLONE"
-            )
-        if (exchange := _EXCHANGE.match(text)) is not None:
-            # Hive: the partition moves from the table after WITH into the altered one
-            target = self._target(exp.to_table(exchange["target"], dialect=self.dialect))
-            if target is None:
-                return self._untraced("EXCHANGE PARTITION into a table Tracelake cannot name")
-            return self._copy_table(
-                exp.to_table(exchange["source"], dialect=self.dialect), target, "EXCHANGE PARTITION"
-            )
+        # EXCHANGE PARTITION (Hive): the partition moves from the table after WITH into the altered one
+        for pattern, kind in ((_CLONE, "CREATE TABLE … CLONE"), (_EXCHANGE, "EXCHANGE PARTITION")):
+            if (found := pattern.match(text)) is not None:
+                target = self._target(exp.to_table(found["target"], dialect=self.dialect))
+                if target is None:
+                    return self._untraced(f"{kind} into a table Tracelake cannot name")
+                return self._copy_table(exp.to_table(found["source"], dialect=self.dialect), target, kind)
         return self._untraced(f"{statement.this.upper()} …: sqlglot reads this statement only as text")
 
     def _select_into(self, select: exp.Select) -> Outcome:
