@@ -20,6 +20,7 @@ match_events=12000), following the rules in its docstring:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,12 +90,18 @@ EXPECTED_COLUMNS = {
 
 
 @pytest.fixture(scope="module")
-def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The raw data of `Sizes()` in a temporary lake, with the catalog's databases made."""
+def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The raw data of `Sizes()` in a temporary lake, with the catalog's databases made; they
+    are dropped at the end, the session being the whole suite's (other modules make their own
+    `dating` database)."""
     lake = pipeline.Lake.at(tmp_path_factory.mktemp("dating-lake"))
     pipeline.generate_raw(spark, lake)
     pipeline.prepare_catalog(spark, lake)
-    return lake
+    try:
+        yield lake
+    finally:
+        for db in ("dating", "ads"):
+            spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
 
 @pytest.fixture(scope="module")
