@@ -337,14 +337,7 @@ class RunState:
                 self.learnt.pop(target.urn, None)
                 if new_target is None or new_target.urn is None:
                     return self._untraced("ALTER TABLE … RENAME TO a name Tracelake cannot read")
-                self._edge(target.urn, new_target.urn, None, Confidence.HIGH)
-                for name, _ in columns or ():
-                    self._edge(
-                        field_urn(target.urn, name),
-                        field_urn(new_target.urn, name),
-                        Transformation.IDENTITY,
-                        Confidence.HIGH,
-                    )
+                self._copy_edges(target.urn, new_target.urn, [name for name, _ in columns or ()])
                 target, outcome = new_target, Outcome.LINEAGE
                 before = None  # the columns move to the new name
         if columns is None or columns == before:
@@ -382,17 +375,15 @@ class RunState:
         into_files = location_text(node) is not None  # Snowflake's COPY INTO <location> FROM …
         if copy.args.get("kind") and not into_files:
             return self._load_files(node, files, "COPY … FROM")
-        source = files[0] if into_files and len(files) == 1 else node if not into_files else None
-        destination = node if into_files else files[0] if len(files) == 1 else None
+        other = files[0] if len(files) == 1 else None  # the one place on the far side
+        source, destination = (other, node) if into_files else (node, other)
         if source is None or destination is None:
             return self._untraced("COPY with a source or a destination Tracelake cannot name")
         if isinstance(source, exp.Table):
             source = exp.select("*").from_(source.copy())
         elif isinstance(source, exp.Schema) and isinstance(source.this, exp.Table):
             source = exp.select(*(exp.column(c.name) for c in source.expressions)).from_(source.this.copy())
-        return self._write_files(
-            destination, source.unnest() if isinstance(source, exp.Expr) else None, "COPY … TO"
-        )
+        return self._write_files(destination, source.unnest(), "COPY … TO")
 
     def _export(self, export: exp.Export) -> Outcome:
         """BigQuery's EXPORT DATA OPTIONS (uri = 'gs://…') AS query: the query's rows to files."""
@@ -418,14 +409,7 @@ class RunState:
         if source is None or source.urn is None or target.urn is None:
             return self._untraced(f"{kind} of a table Tracelake cannot name")
         names, ordered = self._known_order(source)
-        self._edge(source.urn, target.urn, None, Confidence.HIGH)
-        for name in names or ():
-            self._edge(
-                field_urn(source.urn, name),
-                field_urn(target.urn, name),
-                Transformation.IDENTITY,
-                Confidence.HIGH,
-            )
+        self._copy_edges(source.urn, target.urn, names or [])
         if names is not None and ordered and kind.endswith("CLONE"):
             self._define(target, [(name, self._column_type(source.urn, name)) for name in names])
         elif names is None:
@@ -433,6 +417,14 @@ class RunState:
                 f"{target.urn}: copied from {source.urn}, whose columns are unknown: table level only"
             )
         return Outcome.LINEAGE
+
+    def _copy_edges(self, source: str, target: str, names: list[str]) -> None:
+        """The table, and each column named, copied as it is from `source` into `target`."""
+        self._edge(source, target, None, Confidence.HIGH)
+        for name in names:
+            self._edge(
+                field_urn(source, name), field_urn(target, name), Transformation.IDENTITY, Confidence.HIGH
+            )
 
     def _command(self, statement: exp.Command) -> Outcome:
         """Statements sqlglot keeps as text: those that move no data, the few whose text says
@@ -624,8 +616,6 @@ class RunState:
         if target is None or target.urn is None:
             return self._untraced("DELETE from a table Tracelake cannot name")
         known = self._known_columns(target)
-        table = node.copy()
-        table.set("alias", None)
         select = exp.Select(
             expressions=[exp.column(n, table=node.alias_or_name) for n in known or ()] or [exp.Star()]
         )
