@@ -40,12 +40,19 @@ def serve_command(
             help="The home metastore (hive://host:port): its tables are the SQL collector's db.table",
         ),
     ] = None,
+    webhook_allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host, address or network (10.0.0.0/8) webhooks may reach though not public (repeatable)"
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
     from tracelake import names
     from tracelake.api.app import ApiSettings, create_app
     from tracelake.api.server import serve_forever
+    from tracelake.subscriptions import WebhookAllowError
 
     if hive_namespace is not None:
         if not hive_namespace.lower().startswith("hive://") or len(hive_namespace) <= len("hive://"):
@@ -59,10 +66,12 @@ def serve_command(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         policy_dir=policy_dir,
         lake_roots=tuple(lake or ()),
+        webhook_allow=tuple(webhook_allow or ()),
+        listen_host=host,
     )
     try:
         app = create_app(open_service(db), settings)
-    except TokenFileError as error:
+    except (TokenFileError, WebhookAllowError) as error:
         raise UserError(str(error)) from None
     auth = f"tokens from {tokens}" if tokens else "no authentication (give --tokens to require it)"
     out.print(f"Tracelake on http://{host}:{port}  ({auth}); OpenAPI at /docs", highlight=False)

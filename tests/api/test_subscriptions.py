@@ -1,12 +1,19 @@
 """Change subscriptions through a real server: a webhook receiver on loopback (a real HTTP server
 that can be told to fail), server-sent events read off a streaming response, and the delivery
-log. The change is an OpenLineage event adding a Kafka topic downstream of ads.user_segments."""
+log. The change is an OpenLineage event adding a Kafka topic downstream of ads.user_segments.
+Loopback is no webhook's to reach unless the operator allows it, so the server allows the
+receiver's address as an operator would (`--webhook-allow 127.0.0.1`); what it refuses — at
+subscription, and again at delivery — is tested here too, and by a real `tracelake serve`."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,12 +23,15 @@ from typing import Any
 
 import pytest
 import requests
+from typer.testing import CliRunner
 
 from tests.api.test_api import EXAMPLE, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.cli import app
 from tracelake.service import Tracelake
 from tracelake.store import LineageStore
+from tracelake.store.subscriptions import SubscriptionStore
 
 API = "/api/tracelake/v1"
 SEGMENTS = "hive.table/ads.user_segments"
@@ -29,9 +39,10 @@ TOPIC = "kafka.topic//broker:9092/ads.export_topic"
 
 
 class Receiver:
-    """A webhook endpoint that answers 500 to the first `failures` posts, then 204."""
+    """A webhook endpoint that answers 500 to the first `failures` posts, then 204 (or a redirect
+    to `redirect`, when given)."""
 
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, redirect: str | None = None) -> None:
         self.failures = failures
         self.received: list[tuple[dict[str, str], bytes]] = []
         receiver = self
@@ -41,7 +52,9 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.received.append((dict(self.headers), body))
                 failing = len(receiver.received) <= receiver.failures
-                self.send_response(500 if failing else 204)
+                self.send_response(500 if failing else 307 if redirect else 204)
+                if redirect and not failing:
+                    self.send_header("Location", redirect)
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:
@@ -53,6 +66,7 @@ class Receiver:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()  # later attempts are refused at once, not left to time out
 
 
 def wait_for(check: Any, timeout: float = 10.0) -> Any:
@@ -66,13 +80,27 @@ def wait_for(check: Any, timeout: float = 10.0) -> Any:
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> Iterator[str]:
+def service(tmp_path: Path) -> Iterator[Tracelake]:
     service = Tracelake(LineageStore(str(tmp_path / "lineage.db")))
     service.ingest_sql(EXAMPLE / "query_log.jsonl", schema_file=EXAMPLE / "schema.yaml")
-    settings = ApiSettings(subscription_interval=0.05, webhook_backoff=0.1)
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def url(service: Tracelake) -> Iterator[str]:
+    """A server that lets webhooks reach loopback (where the test's receivers listen)."""
+    settings = ApiSettings(subscription_interval=0.05, webhook_backoff=0.1, webhook_allow=("127.0.0.1",))
     with serve_in_thread(create_app(service, settings)) as base:
         yield base
-    service.close()
+
+
+@pytest.fixture
+def guarded(service: Tracelake) -> Iterator[str]:
+    """A server as it comes: webhooks reach public addresses only."""
+    settings = ApiSettings(subscription_interval=0.05, webhook_backoff=0.1, listen_host="127.0.0.1")
+    with serve_in_thread(create_app(service, settings)) as base:
+        yield base
 
 
 def subscribe(url: str, **body: Any) -> dict[str, Any]:
@@ -170,3 +198,162 @@ def test_no_change_no_event_and_unknown_subscriptions_are_404(url: str) -> None:
     listed = requests.get(f"{url}{API}/subscriptions", timeout=10).json()
     assert made["id"] not in {s["id"] for s in listed}
     assert "secret" not in json.dumps(listed)
+
+
+def deliveries(url: str, subscription: str) -> list[dict[str, Any]]:
+    response = requests.get(f"{url}{API}/subscriptions/{subscription}/deliveries", timeout=10)
+    return response.json()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("webhook", "refused"),
+    [
+        ("http://127.0.0.1:9/hook", "address 127.0.0.1 is a loopback address"),
+        ("http://[::1]:9/", "address ::1 is a loopback address"),
+        ("http://localhost:9/", "host localhost resolves to"),  # every address of a name is asked
+        ("http://169.254.169.254/latest/meta-data/", "address 169.254.169.254 is a link-local address"),
+        ("http://10.0.0.7/", "address 10.0.0.7 is a private address"),
+        ("http://192.168.1.1:8080/", "address 192.168.1.1 is a private address"),
+        ("http://[fd00::1]/", "address fd00::1 is a private address"),
+        ("http://0.0.0.0:8750/", "address 0.0.0.0 is an unspecified address"),
+        ("http://[::ffff:127.0.0.1]/", "address ::ffff:127.0.0.1 is a loopback address"),  # IPv4 inside IPv6
+        ("http://100.64.0.1/", "address 100.64.0.1 is a non-public address"),  # carrier-grade NAT
+        ("http://224.0.0.1/", "address 224.0.0.1 is a multicast address"),
+        ("http://no-such-host.invalid/", "webhook host no-such-host.invalid does not resolve"),
+    ],
+)
+def test_webhooks_to_internal_addresses_are_refused_when_subscribing(
+    guarded: str, webhook: str, refused: str
+) -> None:
+    response = requests.post(
+        f"{guarded}{API}/subscriptions", json={"node": SEGMENTS, "webhook_url": webhook}, timeout=10
+    )
+
+    assert response.status_code == 400, response.text
+    assert response.json()["path"] == "$.webhook_url"
+    assert refused in response.json()["error"]
+    assert requests.get(f"{guarded}{API}/subscriptions", timeout=10).json() == []
+
+
+def test_the_servers_own_address_is_refused_though_public_unless_allowed(service: Tracelake) -> None:
+    own = "8.8.8.8"  # a public address the server says it listens on (nothing is sent there)
+    webhook = f"http://{own}:8750/api/v1/lineage"
+    answers = []
+    for allow in ((), (own,)):
+        settings = ApiSettings(subscription_interval=None, listen_host=own, webhook_allow=allow)
+        with serve_in_thread(create_app(service, settings)) as base:
+            answers.append(
+                requests.post(
+                    f"{base}{API}/subscriptions", json={"node": SEGMENTS, "webhook_url": webhook}, timeout=10
+                )
+            )
+    refused, allowed = answers
+    assert refused.status_code == 400
+    assert refused.json()["error"].startswith("webhook address 8.8.8.8 is this server's own address")
+    assert allowed.status_code == 201, allowed.text
+
+
+def test_a_webhook_the_server_no_longer_allows_is_refused_at_delivery_and_not_retried(
+    guarded: str, service: Tracelake
+) -> None:
+    receiver = Receiver()
+    # made while loopback was allowed (a server restarted with another --webhook-allow since)
+    made = SubscriptionStore(service.store).create(
+        SEGMENTS, "downstream", None, {"nodes": [SEGMENTS], "edges": []}, webhook_url=receiver.url, actor="t"
+    )
+    add_the_topic(guarded)
+
+    log = wait_for(lambda: deliveries(guarded, made.id))
+    time.sleep(0.5)  # five backoffs' worth: a retry would show
+    receiver.close()
+    assert receiver.received == []
+    assert deliveries(guarded, made.id) == log
+    [attempt] = log
+    assert attempt["event_delivery"] == "refused" and attempt["status_code"] is None
+    assert attempt["error"].startswith("refused: webhook address 127.0.0.1 is a loopback address")
+    # the change itself is not lost: it is still read as an event
+    events = requests.get(f"{guarded}{API}/subscriptions/{made.id}/events", timeout=10).json()
+    assert [e["added_nodes"] for e in events] == [[TOPIC]]
+
+
+def test_an_allowed_host_name_is_posted_to_the_address_it_was_checked_at_under_its_name(
+    service: Tracelake,
+) -> None:
+    receiver = Receiver()
+    port = receiver.url.split(":")[2].split("/")[0]
+    settings = ApiSettings(subscription_interval=0.05, webhook_backoff=0.1, webhook_allow=("localhost",))
+    with serve_in_thread(create_app(service, settings)) as base:
+        subscribe(base, webhook_url=f"http://localhost:{port}/hook?team=ads")
+        add_the_topic(base)
+        headers, body = wait_for(lambda: receiver.received)[0]
+    receiver.close()
+    # connected to an address of localhost (::1 first where it has one, then 127.0.0.1, where
+    # the receiver listens), asked for under the name the subscriber gave
+    assert headers["Host"] == f"localhost:{port}"
+    assert json.loads(body)["added_nodes"] == [TOPIC]
+
+
+def test_a_webhook_redirect_is_not_followed(url: str) -> None:
+    elsewhere = Receiver()
+    receiver = Receiver(redirect=elsewhere.url)
+    made = subscribe(url, webhook_url=receiver.url)
+    add_the_topic(url)
+
+    first = wait_for(lambda: deliveries(url, made["id"]))[0]
+    time.sleep(0.3)
+    receiver.close()
+    elsewhere.close()
+    assert first["status_code"] == 307 and first["event_delivery"] in ("pending", "failed")
+    assert elsewhere.received == []
+
+
+def test_tracelake_serve_takes_webhook_allow(tmp_path: Path) -> None:
+    """A real `tracelake serve`: what --webhook-allow names is accepted, its neighbours are not;
+    an entry that is no host, address or network is a one-line error."""
+    db = tmp_path / "lineage.db"
+    Tracelake(LineageStore(str(db))).ingest_sql(
+        EXAMPLE / "query_log.jsonl", schema_file=EXAMPLE / "schema.yaml"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tracelake = str(Path(sys.executable).parent / "tracelake")
+    command = [tracelake, "serve", "--port", str(port), "--db", str(db)]
+    env = {key: value for key, value in os.environ.items() if key != "TRACELAKE_TOKENS"}
+    server = subprocess.Popen(
+        [*command, "--webhook-allow", "10.1.0.0/16", "--webhook-allow", "hooks.internal"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base), timeout=30)
+        answers = {
+            webhook: requests.post(
+                f"{base}{API}/subscriptions", json={"node": SEGMENTS, "webhook_url": webhook}, timeout=10
+            ).status_code
+            for webhook in ("http://10.1.2.3/hook", "http://10.2.0.1/hook", f"{base}/api/v1/lineage")
+        }
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert answers == {
+        "http://10.1.2.3/hook": 201,
+        "http://10.2.0.1/hook": 400,
+        f"{base}/api/v1/lineage": 400,
+    }
+
+    bad = CliRunner().invoke(app, ["serve", "--webhook-allow", "10.0.0.0/33", "--db", str(db)])
+    assert bad.exit_code == 2
+    assert bad.stderr.strip().splitlines() == [
+        "error: --webhook-allow '10.0.0.0/33': expected a host name, an address or a network "
+        "such as 10.0.0.0/8"
+    ]
+
+
+def _answers(base: str) -> bool:
+    try:
+        return requests.get(f"{base}{API}/subscriptions", timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False

@@ -26,7 +26,7 @@ from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
 from tracelake.store.group_commit import Writer
 from tracelake.store.writer_process import writer_for
-from tracelake.subscriptions import Background
+from tracelake.subscriptions import Background, WebhookPolicy
 from tracelake.temporal.operations import EntityError
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -40,6 +40,9 @@ class ApiSettings:
     subscription_interval: float | None = 0.5  # seconds between subscription checks; None: off
     webhook_backoff: float = 1.0  # seconds before a failed webhook's first retry (then doubled)
     lake_roots: tuple[Path, ...] = ()  # the only folders a privacy request may name datasets in
+    # Hosts, addresses and networks (10.0.0.0/8) webhooks may reach though they are not public.
+    webhook_allow: tuple[str, ...] = ()
+    listen_host: str | None = None  # where the server listens: webhooks may not reach it unless allowed
 
 
 class RequestError(ValueError):
@@ -56,12 +59,15 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     from tracelake.api.marquez_read import router as marquez_read_router
 
     settings = settings or ApiSettings()
+    webhooks = WebhookPolicy.of(settings.webhook_allow, settings.listen_host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         background = None
         if settings.subscription_interval:
-            background = Background(service, settings.subscription_interval, settings.webhook_backoff)
+            background = Background(
+                service, settings.subscription_interval, settings.webhook_backoff, policy=webhooks
+            )
             background.start()
         yield
         if background is not None:
@@ -77,6 +83,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     )
     app.state.service = service
     app.state.settings = settings
+    app.state.webhooks = webhooks
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
     app.state.commits = writer_for(service.store)  # ingest routes write through it
     # gzip and deflate bodies decoded for every route, within the same limit as plain ones

@@ -1,7 +1,8 @@
 """Subscription routes under `/api/tracelake/v1/subscriptions`: subscribe to the upstream or
 downstream closure of a node (with a webhook, or to read as a stream), read its events — as
 JSON, or as server-sent events resuming after `Last-Event-ID` — and its webhook delivery log.
-The webhook's signing secret is shown once, when the subscription is made."""
+The webhook's signing secret is shown once, when the subscription is made; a webhook the server
+may not reach (`subscriptions.WebhookPolicy`) is a 400 naming the address."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.service import Tracelake
 from tracelake.store.subscriptions import Subscription, SubscriptionStore
-from tracelake.subscriptions import Direction, Subscriptions
+from tracelake.subscriptions import Direction, Subscriptions, WebhookRefused
 
-router = APIRouter(prefix="/api/tracelake/v1/subscriptions", tags=["subscriptions"])
+router = APIRouter(
+    prefix="/api/tracelake/v1/subscriptions", tags=["subscriptions"], route_class=JsonBodyRoute
+)
 Service = Annotated[Tracelake, Depends(get_service)]
 HEARTBEAT_SECONDS = 15.0
 
@@ -40,12 +44,17 @@ def _found(service: Tracelake, subscription_id: str) -> Subscription:
 
 
 @router.post("", dependencies=[WRITE], status_code=201)
-def subscribe(service: Service, body: Subscribe, actor: Annotated[str, Depends(actor_of)]) -> dict[str, Any]:
+def subscribe(
+    request: Request, service: Service, body: Subscribe, actor: Annotated[str, Depends(actor_of)]
+) -> dict[str, Any]:
     """Watch a closure from now on; the answer carries the webhook secret, shown only here."""
     url = str(body.webhook_url) if body.webhook_url else None
-    made = Subscriptions(service).subscribe(
-        body.node, body.direction, depth=body.depth, webhook_url=url, actor=actor
-    )
+    try:
+        made = Subscriptions(service, request.app.state.webhooks).subscribe(
+            body.node, body.direction, depth=body.depth, webhook_url=url, actor=actor
+        )
+    except WebhookRefused as refusal:
+        raise RequestError(str(refusal), "$.webhook_url") from None
     return {**made.public(), "secret": made.secret}
 
 

@@ -338,8 +338,8 @@ subscription_events = sa.Table(
     sa.Column("at", sa.BigInteger, nullable=False),
     sa.Column("graph_version", sa.BigInteger, nullable=False),
     sa.Column("change", sa.JSON, nullable=False),  # added/removed nodes and edges
-    # webhook delivery: pending → delivered, or failed after the last attempt
-    sa.Column("delivery", sa.String(16), nullable=False),  # pending | delivered | failed | none
+    # webhook delivery: pending → delivered, or failed after the last attempt, or refused (its address)
+    sa.Column("delivery", sa.String(16), nullable=False),  # pending | delivered | failed | refused | none
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("next_attempt_at", sa.BigInteger),
 )

@@ -2,7 +2,8 @@
 
 The event log is the delivery contract: each change gets a `seq`; a server-sent-events client
 resumes after the last `seq` it saw, and a webhook event stays `pending` until a 2xx answer (or
-its last attempt), each attempt logged. So every change is delivered at least once.
+its last attempt), each attempt logged. So every change is delivered at least once — except to a
+webhook whose address the server refuses, which is logged `refused` and not tried again.
 """
 
 from __future__ import annotations
@@ -183,12 +184,24 @@ class SubscriptionStore:
             return [Webhook(_event(row), row.webhook_url, row.secret) for row in conn.execute(query)]
 
     def attempted(
-        self, event: Event, *, status_code: int | None, error: str | None, retry_in: float | None
+        self,
+        event: Event,
+        *,
+        status_code: int | None,
+        error: str | None,
+        retry_in: float | None,
+        refused: bool = False,
     ) -> None:
-        """Log one delivery attempt; `retry_in` None means it is settled (delivered or given up)."""
+        """Log one delivery attempt; `retry_in` None means it is settled (delivered, given up or
+        refused)."""
         now = to_micros(utcnow())
         delivered = status_code is not None and 200 <= status_code < 300
-        state = "delivered" if delivered else "pending" if retry_in is not None else "failed"
+        if refused:
+            state = "refused"
+        elif delivered:
+            state = "delivered"
+        else:
+            state = "pending" if retry_in is not None else "failed"
         with self.engine.begin() as conn:
             conn.execute(
                 s.subscription_deliveries.insert().values(
