@@ -10,30 +10,34 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, time
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import sqlalchemy as sa
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tracelake import render
+from tracelake.api.auth import TokenFileError
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import AssetChange, AssetRead, Confidence, Signal
+from tracelake.model import AssetChange, AssetRead, Confidence, Signal, UrnError
 from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
 from tracelake.spark import recover as spark_recover
 from tracelake.store import LineageStore
+from tracelake.store.location import StoreError
 from tracelake.store.reads import ReadCounts
 from tracelake.temporal.operations import EntityError
+from tracelake.textfile import TextFileError
 from tracelake.views import EdgeView, GraphView
 
 app = typer.Typer(
@@ -45,8 +49,9 @@ app = typer.Typer(
 ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)
 app.add_typer(ingest_app, name="ingest")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+# Messages on stderr are never wrapped: a path cut in two is a message a script cannot match.
+err = Console(stderr=True, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,6 +61,19 @@ class OutputFormat(StrEnum):
     json = "json"
     dot = "dot"
     mermaid = "mermaid"
+
+
+class ExitCode(IntEnum):
+    """What a command's exit status says; the README's "Exit codes" lists the same."""
+
+    OK = 0
+    NO = 1  # the command ran and its answer is no: a policy violated, not ready, drift found
+    USAGE = 2  # a user mistake (an option, a missing file, an unknown node, a store): nothing done
+    PROBLEMS = 3  # ingested, but some input was recorded as problems (see `tracelake problems`)
+
+
+# A message quoting a 100,000-character name stays readable.
+MAX_MESSAGE_CHARS = 1000
 
 
 class UserError(Exception):
@@ -77,16 +95,38 @@ def friendly_errors(command: F) -> F:
             FileNotFoundError,
             ReviewError,
             EntityError,
+            TextFileError,
+            TokenFileError,
+            StoreError,
+            UrnError,
         ) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            print_error(str(exc))
+            raise typer.Exit(ExitCode.USAGE) from None
         except sa.exc.OperationalError as exc:
-            err.print(
-                f"[red]error:[/red] cannot use the lineage store: {exc.orig}", highlight=False, soft_wrap=True
-            )
-            raise typer.Exit(2) from None
+            print_error(f"cannot use the lineage store: {exc.orig}")
+            raise typer.Exit(ExitCode.USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_error(message: str) -> None:
+    """`error: <message>` on stderr as one line, however long or multi-line the message was."""
+    print_line("[red]error:[/red]", message)
+
+
+def print_line(prefix: str, message: str) -> None:
+    """`prefix` (rich markup) and `message` (plain text, never markup) as one line on stderr."""
+    text = " ".join(message.split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        suffix = f"… ({len(text):,} characters)"
+        text = text[: MAX_MESSAGE_CHARS - len(suffix)] + suffix
+    err.print(f"{prefix} {escape(text)}", highlight=False)
+
+
+def exit_with_problems(problems: Sequence[object]) -> None:
+    """Exit 3 after an ingest that recorded problems: done, but not with all of its input."""
+    if problems:
+        raise typer.Exit(ExitCode.PROBLEMS)
 
 
 DbOption = Annotated[
@@ -101,7 +141,7 @@ def open_service(db: str | None) -> Tracelake:
     store = LineageStore(db)
     # runs whose Spark driver died before storing them are stored and ended before anything reads them
     for found in spark_recover(store):
-        err.print(f"[yellow]note:[/yellow] {found.describe()}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]note:[/yellow] {found.describe()}", highlight=False)
     return Tracelake(store)
 
 
@@ -141,10 +181,11 @@ def ingest_configs(
     except ValueError as error:
         raise UserError(str(error)) from None
     for problem in collection.problems:
-        err.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False)
+        print_line("[yellow]skipped:[/yellow]", str(problem))
     edges = len(collection.batch.edges)
     read = collection.configs - len(collection.problems)
     out.print(f"{collection.configs} configs: {read} read, {edges} edges", highlight=False)
+    exit_with_problems(collection.problems)
 
 
 @ingest_app.command("openlineage")
@@ -170,13 +211,13 @@ def ingest_openlineage(
         with file.open(encoding="utf-8", errors="replace") as lines:
             summary = service.ingest_openlineage(lines, source=str(file))
     for problem in summary.problems:
-        err.print(f"[yellow]problem:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        print_line("[yellow]problem:[/yellow]", str(problem))
     accepted = summary.events - summary.refused
     out.print(
         f"{summary.events} events: {accepted} accepted, {summary.refused} refused; {summary.edges} edges",
         highlight=False,
-        soft_wrap=True,
     )
+    exit_with_problems(summary.problems)
 
 
 @ingest_app.command("sql")
@@ -225,7 +266,7 @@ def ingest_sql(
             variables=variables,
         )
     for problem in summary.problems:
-        err.print(f"[yellow]problem:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        print_line("[yellow]problem:[/yellow]", str(problem))
         if problem.excerpt:
             err.print(f"    {problem.excerpt}", highlight=False, markup=False)
     report = summary.report
@@ -237,8 +278,8 @@ def ingest_sql(
         f"{summary.edges} edges ({report.edges_added} new, {report.edges_closed} closed, "
         f"{report.versions_added} process versions new, {report.versions_unchanged} unchanged)",
         highlight=False,
-        soft_wrap=True,
     )
+    exit_with_problems(summary.problems)
 
 
 # ---------------------------------------------------------------------- explore

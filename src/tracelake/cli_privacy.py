@@ -32,6 +32,7 @@ from tracelake.privacy.targets import declare, find_targets
 from tracelake.privacy.verify import verify
 from tracelake.privacy.writer import build_index
 from tracelake.store import LineageStore
+from tracelake.textfile import read_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -359,10 +360,7 @@ def _read_ids(user: str | None, users: Path | None) -> list[str]:
     if not users.is_file():
         raise UserError(f"no such file: {users}")
     ids = []
-    try:
-        text = users.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise UserError(f"{users}: not UTF-8 text (byte {error.start})") from None
+    text = read_text(users)
     for number, line in enumerate(text.splitlines(), 1):
         value = line.strip()
         if not value:

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import typer
 from rich.table import Table
 
-from tracelake.cli import DbOption, UserError, err, friendly_errors, out, parse_time
+from tracelake.cli import DbOption, UserError, err, friendly_errors, out, parse_time, print_error
 from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.temporal.airflow import AirflowClient, AirflowError, apply_to_airflow, reconcile
@@ -84,7 +84,7 @@ def load_command(
     found = entities.load(paths)
     if not found.ok:
         for problem in found.problems:
-            err.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+            print_error(str(problem))
         err.print(f"{len(found.problems)} problem(s): nothing stored", highlight=False)
         raise typer.Exit(1)
     out.print(f"stored {len(found.entities)} entities", highlight=False)

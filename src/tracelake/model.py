@@ -96,8 +96,22 @@ class Urn:
         return f"{self.asset}#{self.path}" if self.path else self.asset
 
 
+# The store keys nodes by URN in a VARCHAR(2000) with a unique index; PostgreSQL's index entries
+# must stay under ~2,700 bytes. A longer name is refused where it is made, with its reason.
+MAX_URN_BYTES = 2000
+
+
+def bounded_urn(urn: str) -> str:
+    """`urn` itself, or a UrnError when it is longer than the store can key a node by."""
+    size = len(urn.encode("utf-8", "surrogatepass"))
+    if size > MAX_URN_BYTES:
+        raise UrnError(f"a name of {size:,} bytes is over the {MAX_URN_BYTES:,}-byte limit ({urn[:60]}…)")
+    return urn
+
+
 def parse_urn(text: str) -> Urn:
     """Parse `system.kind/name[#path]`; raises UrnError with the reason."""
+    bounded_urn(text)
     asset_part, _, path = text.strip().partition("#")
     head, slash, name = asset_part.partition("/")
     system, dot, kind = head.partition(".")

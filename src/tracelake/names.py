@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 from urllib.parse import unquote
 
-from tracelake.model import UrnError, parse_urn
+from tracelake.model import UrnError, bounded_urn, parse_urn
 
 __all__ = [
     "DEFAULT_CATALOGS",
@@ -193,7 +193,7 @@ def table_urn(
     default_db: str = DEFAULT_DATABASE,
     system: str = DEFAULT_SYSTEM,
 ) -> str:
-    return (
+    return bounded_urn(
         f"{system}.table/{_quote(table_name(table, db, catalog, default_db=default_db), leading_slash=True)}"
     )
 
@@ -210,7 +210,7 @@ def _table_from_parts(parts: list[str], default_db: str, system: str) -> str:
 
 def field_urn(asset_urn: str, path: str) -> str:
     """A field URN; the path is lower-cased since Spark resolves columns case-insensitively."""
-    return f"{asset_urn}#{'.'.join(_clean_identifier(p) for p in split_qualified_name(path))}"
+    return bounded_urn(f"{asset_urn}#{'.'.join(_clean_identifier(p) for p in split_qualified_name(path))}")
 
 
 def resolve_node(text: str, *, default_db: str = DEFAULT_DATABASE, system: str = DEFAULT_SYSTEM) -> str:
@@ -240,6 +240,10 @@ def resolve_node(text: str, *, default_db: str = DEFAULT_DATABASE, system: str =
 
 def asset_urn(namespace: str, name: str) -> str:
     """The asset URN of the dataset (namespace, name); see the module's docstring for the rules."""
+    return bounded_urn(_asset_urn(namespace, name))
+
+
+def _asset_urn(namespace: str, name: str) -> str:
     namespace = _normal_namespace(namespace)
     scheme, authority = _scheme(namespace)
     if scheme in FILE_SCHEMES and (authority is not None or scheme == "file"):

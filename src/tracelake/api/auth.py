@@ -22,9 +22,11 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
+
+from tracelake.textfile import TextFileError, read_text
 
 Scope = Literal["read", "write"]
 SCOPES: tuple[Scope, ...] = ("read", "write")
@@ -51,11 +53,7 @@ class Tokens:
 
     @classmethod
     def load(cls, path: Path) -> Tokens:
-        try:
-            document = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise TokenFileError(f"{path}: {error}") from None
-        entries = document.get("tokens") if isinstance(document, dict) else None
+        entries = _token_document(path).get("tokens")
         if not isinstance(entries, list) or not entries:
             raise TokenFileError(f"{path}: expected `tokens:` with at least one entry")
         tokens = []
@@ -78,11 +76,32 @@ class Tokens:
         return found
 
 
+def _token_document(path: Path) -> dict[str, Any]:
+    """The token file's YAML mapping, or a TokenFileError saying why it is not one."""
+    try:
+        document = yaml.safe_load(read_text(path))
+    except FileNotFoundError:
+        raise TokenFileError(f"{path}: no such token file") from None
+    except TextFileError as error:
+        raise TokenFileError(str(error)) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise TokenFileError(f"{path}: not valid YAML{where}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise TokenFileError(f"{path}: expected a YAML mapping with `tokens:`")
+    return document
+
+
 def new_token(name: str, scopes: list[Scope], path: Path) -> str:
     """Add a fresh token to the file (created if missing); returns the token, shown only once."""
     token = f"tl_{secrets.token_urlsafe(32)}"
-    document = yaml.safe_load(path.read_text()) if path.exists() else None
-    document = document if isinstance(document, dict) else {}
+    # A file that is there but unreadable, or not a token file, is refused rather than replaced.
+    document = _token_document(path) if path.exists() else {}
+    if not isinstance(document.get("tokens", []), list):
+        raise TokenFileError(f"{path}: `tokens:` should be a list")
     document.setdefault("tokens", []).append({"name": name, "sha256": digest(token), "scopes": list(scopes)})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document, sort_keys=False))

@@ -24,6 +24,7 @@ import yaml
 
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Problem, Process, Signal, UrnError
 from tracelake.names import resolve_node, uri_urn
+from tracelake.textfile import TextFileError, read_text
 
 ASSET_SCHEME = "asset://"
 SUFFIXES = {".yml", ".yaml", ".json"}
@@ -101,7 +102,9 @@ def load_shapes(path: Path) -> list[ConfigShape]:
     Quote paths with `[*]` inside a `[...]` list (`inputs: ['data.tables[*]']`): YAML reads a bare
     `*` as an alias."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        document = yaml.safe_load(read_text(path)) or {}
+    except TextFileError as error:
+        raise ValueError(str(error)) from None
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid YAML: {_first_line(error)}") from None
     entries = document.get("shapes", []) if isinstance(document, dict) else document
@@ -148,7 +151,7 @@ def collect_configs(paths: Iterable[Path], shapes: Sequence[ConfigShape] = ()) -
 
 
 def _read(file: Path) -> Any:
-    text = file.read_text(encoding="utf-8")
+    text = read_text(file)
     return json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
 
 

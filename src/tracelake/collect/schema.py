@@ -21,6 +21,7 @@ import yaml
 
 from tracelake.model import UrnError, parse_urn
 from tracelake.names import DEFAULT_CATALOGS, DEFAULT_DATABASE, resolve_node
+from tracelake.textfile import TextFileError, read_text
 
 # sqlglot needs a type per column; it only reads it for dialects that annotate types, and
 # an unparseable type would abort qualification there, so unknown types stay neutral.
@@ -97,11 +98,9 @@ class SchemaCatalog:
     def from_file(cls, path: Path | str, *, default_db: str = DEFAULT_DATABASE) -> SchemaCatalog:
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise
-        except (OSError, UnicodeDecodeError) as error:
-            raise SchemaFileError(f"{path}: cannot read the schema file ({error})") from error
+            text = read_text(path)
+        except TextFileError as error:
+            raise SchemaFileError(f"{path}: cannot read the schema file ({error.reason})") from None
         try:
             data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as error:

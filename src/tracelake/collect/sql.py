@@ -37,6 +37,7 @@ from tracelake.model import (
     Process,
     Run,
     Signal,
+    UrnError,
     as_utc,
     fingerprint,
     utcnow,
@@ -150,6 +151,8 @@ class _RunBuilder:
             return self.state.apply(item.expression, templated="${" in item.text)
         except RecursionError:
             return "the statement is nested too deeply to analyse"
+        except UrnError as error:
+            return str(error)
         except Exception as error:
             # sqlglot can fail on constructs it parsed but cannot scope; one statement's
             # failure must not stop the run

@@ -25,6 +25,7 @@ import yaml
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import PropagationRules, propagate
 from tracelake.model import Problem
+from tracelake.textfile import TextFileError, read_text
 
 KINDS = ("purpose", "security_level", "layer", "redundant")
 
@@ -59,7 +60,11 @@ class Violation:
 
 def load_policies(path: Path) -> tuple[list[Policy], list[Problem]]:
     """Policies from a YAML file; every malformed entry is a problem, the rest load."""
-    return parse_policies(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = read_text(path)
+    except TextFileError as error:
+        return [], [Problem(error.source, error.reason)]
+    return parse_policies(text, str(path))
 
 
 def parse_policies(text: str, source: str) -> tuple[list[Policy], list[Problem]]:

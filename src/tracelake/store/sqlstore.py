@@ -44,6 +44,7 @@ from tracelake.model import (
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.history import HistoryPlan, StoredVersion, plan_history
+from tracelake.store.location import StoreError, store_url
 from tracelake.store.reads import ReadCounts
 from tracelake.store.schema import from_micros, to_micros
 
@@ -231,11 +232,15 @@ class LineageStore:
 
     def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
         self.url = as_url(url) if url else default_url()
-        sa_url = sa.make_url(self.url)
+        sa_url = store_url(self.url)
         if sa_url.get_backend_name() == "sqlite" and sa_url.database not in (None, "", ":memory:"):
             Path(sa_url.database).parent.mkdir(parents=True, exist_ok=True)
-        # hide_parameters: an error names the statement that failed, never the values it carried
-        self.engine = sa.create_engine(self.url, echo=echo, hide_parameters=True)
+        try:
+            # hide_parameters: an error names the statement that failed, never the values it carried
+            self.engine = sa.create_engine(self.url, echo=echo, hide_parameters=True)
+        except (ImportError, sa.exc.NoSuchModuleError) as error:
+            shown = sa_url.render_as_string(hide_password=True)
+            raise StoreError(f"{shown}: its database driver is not installed ({error})") from None
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         s.metadata.create_all(self.engine)

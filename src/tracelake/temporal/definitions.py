@@ -30,6 +30,7 @@ from tracelake.temporal.entities import (
     check,
 )
 from tracelake.temporal.periods import WEEKDAYS, Period
+from tracelake.textfile import TextFileError, read_text
 
 
 @dataclass
@@ -105,14 +106,16 @@ def load_definitions(paths: Iterable[Path], known: Mapping[str, Entity] | None =
 def _read_file(file: Path, found: Definitions) -> None:
     source = str(file)
     try:
-        document = yaml.load(file.read_text(encoding="utf-8"), Loader=_LineLoader)
+        document = yaml.load(read_text(file), Loader=_LineLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}" if mark else ""
         found.problems.append(Problem(source, f"not valid YAML: {error.problem}", where))
         return
-    except (OSError, UnicodeDecodeError) as error:
-        found.problems.append(Problem(source, f"cannot read the file: {error}"))
+    except TextFileError as error:
+        found.problems.append(Problem(source, error.reason))
+    except OSError as error:
+        found.problems.append(Problem(source, f"cannot read the file: {error.strerror or error}"))
         return
     if isinstance(document, dict) and "entities" in document:
         document = document["entities"]

@@ -1,0 +1,43 @@
+"""Where a lineage store lives: a SQLite file or a PostgreSQL URL, checked before anything
+connects, so a wrong `--db` is one line saying what is wrong rather than a driver's traceback."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+BACKENDS = ("sqlite", "postgresql")
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class StoreError(ValueError):
+    """The store named cannot be used; the message says which and why (passwords left out)."""
+
+
+def store_url(url: str) -> sa.URL:
+    """`url` parsed, when it names a backend Tracelake stores lineage in, else a StoreError."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise StoreError(f"{url!r} is not a store: give a SQLite file or a postgresql:// URL") from None
+    backend = parsed.get_backend_name()
+    if backend not in BACKENDS:
+        shown = parsed.render_as_string(hide_password=True)
+        raise StoreError(f"{shown}: {backend} is not supported; give a SQLite file or a postgresql:// URL")
+    if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        check_sqlite_file(parsed.database)
+    return parsed
+
+
+def check_sqlite_file(path: str) -> None:
+    """A file that exists must be a SQLite database already: never write tables into something else."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise StoreError(f"{path}: is a folder, not a SQLite file") from None
+    except OSError as error:
+        raise StoreError(f"{path}: cannot open the store ({error.strerror or error})") from None
+    if header and header != SQLITE_HEADER:
+        raise StoreError(f"{path}: not a SQLite database")

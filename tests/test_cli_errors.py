@@ -1,0 +1,169 @@
+"""User mistakes end as one line on stderr and a documented exit code, never a traceback.
+
+Each case is one a tester met as a traceback or a wrapped message (issue 19): a `--db` that is
+not a store, a policy or token file that is not text or not YAML, a 100,000-character name, a
+message holding rich markup, a long path on a narrow terminal. And the exit codes: 0 when all
+input was used, 3 when some was recorded as a problem, 2 for a mistake.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracelake.cli import MAX_MESSAGE_CHARS, app
+from tracelake.store import LineageStore
+
+
+def run(*args: str, columns: int = 40) -> tuple[int, str, str]:
+    # A narrow terminal: any message rich wrapped would show up as two lines.
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns)})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def deep(tmp_path: Path) -> Path:
+    """A folder whose path is far longer than the terminal is wide."""
+    folder = tmp_path.joinpath(*(["a-rather-long-folder-name"] * 6))
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_a_db_that_is_a_text_file_is_refused_and_left_alone(deep: Path) -> None:
+    notes = deep / "notes.txt"
+    notes.write_text("meeting notes, not a database\n")
+
+    code, _, err = run("lineage", "x", "--db", str(notes))
+
+    assert code == 2
+    assert one_error_line(err) == f"error: {notes}: not a SQLite database"
+    assert notes.read_text() == "meeting notes, not a database\n"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("foo://x", "error: foo://x: foo is not supported; give a SQLite file or a postgresql:// URL"),
+        (
+            "mysql://admin:s3cret@db.example/lineage",
+            "error: mysql://admin:***@db.example/lineage: mysql is not supported; give a SQLite file "
+            "or a postgresql:// URL",
+        ),
+    ],
+)
+def test_a_db_url_of_another_database_is_refused_without_its_password(url: str, expected: str) -> None:
+    code, _, err = run("lineage", "x", "--db", url)
+
+    assert code == 2
+    assert one_error_line(err) == expected
+    assert "s3cret" not in err
+
+
+def test_a_db_whose_driver_is_missing_says_so(tmp_path: Path) -> None:
+    code, _, err = run("lineage", "x", "--db", "postgresql+nosuchdriver://u:pw@localhost/db")
+
+    assert code == 2
+    assert one_error_line(err).startswith("error: postgresql+nosuchdriver://u:***@localhost/db: ")
+
+
+def test_a_db_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    code, _, err = run("lineage", "x", "--db", str(tmp_path))
+
+    assert code == 2
+    assert one_error_line(err) == f"error: {tmp_path}: is a folder, not a SQLite file"
+
+
+def test_a_policy_file_that_is_not_utf8_names_the_byte(deep: Path) -> None:
+    policies = deep / "policies.yaml"
+    policies.write_bytes(b"policies:\n  - name: caf\xe9\n")  # 10 + 13 bytes before the \xe9
+
+    code, _, err = run("check", str(policies), "--db", str(deep / "lineage.db"))
+
+    assert code == 2
+    assert one_error_line(err) == f"error: {policies}: not UTF-8 text (at byte 23)"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("tokens: [unclosed\n", "not valid YAML at line 2"),
+        ("- just\n- a list\n", "expected a YAML mapping with `tokens:`"),
+        ("tokens: 12\n", "`tokens:` should be a list"),
+    ],
+)
+def test_token_add_refuses_a_token_file_it_cannot_read_and_leaves_it(
+    tmp_path: Path, content: str, reason: str
+) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(content)
+
+    code, out, err = run("token", "add", "airflow", "--tokens", str(tokens))
+
+    assert code == 2 and out == ""
+    assert one_error_line(err) == f"error: {tokens}: {reason}"
+    assert tokens.read_text() == content
+
+
+def test_token_add_on_a_folder_is_refused(tmp_path: Path) -> None:
+    code, _, err = run("token", "add", "airflow", "--tokens", str(tmp_path))
+
+    assert code == 2
+    assert one_error_line(err) == f"error: {tmp_path}: is a folder, not a file"
+
+
+def test_a_huge_name_is_one_capped_line(tmp_path: Path) -> None:
+    name = "db." + "n" * 100_000
+
+    code, _, err = run("show", name, "--db", str(tmp_path / "lineage.db"))
+
+    assert code == 2
+    line = one_error_line(err)
+    assert len(line) <= len("error: ") + MAX_MESSAGE_CHARS
+    assert line.endswith("characters)")
+
+
+def test_markup_in_a_name_is_printed_as_typed(tmp_path: Path) -> None:
+    code, _, err = run("show", "db.[bold]x[/bold]", "--db", str(tmp_path / "lineage.db"))
+
+    assert code == 2
+    assert "[bold]x[/bold]" in one_error_line(err)
+
+
+def test_a_statement_naming_a_table_too_long_to_store_is_its_own_problem(tmp_path: Path) -> None:
+    db = str(tmp_path / "lineage.db")
+    script = tmp_path / "etl.sql"
+    script.write_text(
+        "INSERT INTO db.kept SELECT a FROM db.src;\n"
+        f"CREATE TABLE db.{'t' * 100_000} AS SELECT a FROM db.src;\n"
+        "INSERT INTO db.kept_too SELECT a FROM db.src;\n"
+    )
+
+    code, out, err = run("ingest", "sql", str(script), "--db", db, columns=250)
+
+    assert code == 3
+    assert "3 statements: 2 parsed" in out and "1 failed" in out
+    problem = next(line for line in err.splitlines() if line.startswith("problem:"))
+    assert problem.startswith(f"problem: {script}:line 2, statement 2: a name of 100,014 bytes is over")
+    with LineageStore(db) as store:
+        targets = {edge.target for edge in store.edges()}
+    assert {"hive.table/db.kept#a", "hive.table/db.kept_too#a"} <= targets
+
+
+def test_exit_codes_say_whether_all_input_was_used(tmp_path: Path) -> None:
+    db = str(tmp_path / "lineage.db")
+    clean, broken = tmp_path / "clean.sql", tmp_path / "broken.sql"
+    clean.write_text("INSERT INTO db.t SELECT a FROM db.s;\n")
+    broken.write_text("INSERT INTO db.t SELECT a FROM db.s;\nINSERT INTO db.u SELEC a FROM db.s;\n")
+
+    assert run("ingest", "sql", str(clean), "--db", db)[0] == 0
+    assert run("ingest", "sql", str(broken), "--db", db)[0] == 3
+    assert run("ingest", "sql", str(tmp_path / "missing.sql"), "--db", db)[0] == 2
