@@ -19,9 +19,10 @@ from fastapi.responses import JSONResponse
 
 from tracelake.api.auth import Scope as TokenScope
 from tracelake.api.auth import Tokens
-from tracelake.api.encoding import DecompressedBodies
+from tracelake.api.encoding import RequestBodies
 from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
+from tracelake.privacy.search import RequestError as PrivacyRequestError
 from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
 from tracelake.store.group_commit import Writer
@@ -79,20 +80,20 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
         title="Tracelake",
         description="Privacy-aware data lineage: OpenLineage in, lineage, labels and policies out.",
         version="0.1.0",
-        max_body_size=settings.max_body_bytes,  # 413 past it, whether or not the length is declared
     )
     app.state.service = service
     app.state.settings = settings
     app.state.webhooks = webhooks
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
     app.state.commits = writer_for(service.store)  # ingest routes write through it
-    # gzip and deflate bodies decoded for every route, within the same limit as plain ones
-    app.add_middleware(DecompressedBodies, max_bytes=settings.max_body_bytes)
+    # every body read within the limit (413 past it, declared or not), gzip and deflate decoded
+    app.add_middleware(RequestBodies, max_bytes=settings.max_body_bytes)
     app.add_exception_handler(UnknownNodeError, _unknown_node)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(BatchError, _request_error)
     app.add_exception_handler(ReviewError, _review_error)
     app.add_exception_handler(EntityError, _request_error)
+    app.add_exception_handler(PrivacyRequestError, _request_error)
     app.include_router(marquez.router)
     app.include_router(marquez_read_router)
     app.include_router(routes.router)

@@ -17,7 +17,6 @@ their OpenLineage namespace and name, or `tracelake:<process URN>` for lineage f
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +25,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
+from tracelake.api.json_bodies import json_body
 from tracelake.collect.openlineage import (
     JOB_DATASETS,
     PROCESSING_TYPE,
@@ -44,23 +44,32 @@ router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
 Commits = Annotated[Writer, Depends(get_commits)]
 TRACELAKE_NAMESPACE = "tracelake"
-# Deeper JSON is refused before it is read: no event is near it, and the store's JSON encoder
-# would overflow Python's stack on a body nested a thousand arrays deep.
-MAX_NESTING = 100
 
 
-@router.post("/lineage", dependencies=[WRITE], status_code=201, response_class=Response)
+# The route reads its body itself (one event or an array of them), so the document says so here.
+_EVENTS_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "description": "an OpenLineage RunEvent, DatasetEvent or JobEvent, or an array of them",
+                "oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}],
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/lineage",
+    dependencies=[WRITE],
+    status_code=201,
+    response_class=Response,
+    openapi_extra={"requestBody": _EVENTS_BODY},
+)
 async def post_lineage(request: Request, commits: Commits) -> Response:
     """Ingest one OpenLineage event, or an array of them (all or nothing)."""
-    try:
-        document = json.loads(await request.body())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RequestError(f"the body is not JSON: {error}", "$") from None
-    except RecursionError:
-        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", "$") from None
-    too_deep = _too_deep(document) if isinstance(document, dict | list) else None
-    if too_deep is not None:
-        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", too_deep)
+    document = await json_body(request)
     try:
         batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
     except EventError as error:
@@ -377,18 +386,3 @@ def _input_field(source: str, ways: list[EdgeView]) -> dict[str, Any]:
         ],
         "tracelake": [{"signal": e.signal, "confidence": e.confidence, "process": e.process} for e in ways],
     }
-
-
-def _too_deep(document: Any) -> str | None:
-    """Where `document` nests deeper than MAX_NESTING (a JSON path), or None; without recursion."""
-    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(document, 0, ())]
-    while stack:
-        value, depth, steps = stack.pop()
-        if depth > MAX_NESTING:
-            shown = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in steps[:8])
-            return f"${shown}…"
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for step, item in items:
-            if isinstance(item, dict | list):
-                stack.append((item, depth + 1, (*steps, step)))
-    return None

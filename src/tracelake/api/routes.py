@@ -17,12 +17,13 @@ from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
 from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
+from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.batch_json import batch_from_json
 from tracelake.model import Confidence, Signal, Transformation
 from tracelake.service import Tracelake, TraversalFilters
 from tracelake.store.group_commit import Writer
 
-router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"])
+router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"], route_class=JsonBodyRoute)
 Service = Annotated[Tracelake, Depends(get_service)]
 Commits = Annotated[Writer, Depends(get_commits)]
 Direction = Literal["upstream", "downstream", "both"]

@@ -20,12 +20,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.search import RequestError as PrivacyRequestError
 from tracelake.service import Tracelake
 from tracelake.temporal.operations import EntityOperations
 
-router = APIRouter(prefix="/api/tracelake/v1", tags=["entities and privacy requests"])
+router = APIRouter(
+    prefix="/api/tracelake/v1", tags=["entities and privacy requests"], route_class=JsonBodyRoute
+)
 Service = Annotated[Tracelake, Depends(get_service)]
 Actor = Annotated[str, Depends(actor_of)]
 

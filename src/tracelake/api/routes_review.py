@@ -17,6 +17,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.graph.discovery import DecisionRule, Session
 from tracelake.graph.policy import Policy, Violation, load_policies, parse_policies
 from tracelake.graph.propagate import CARRYING, PropagationRules
@@ -24,7 +25,9 @@ from tracelake.model import Confidence, Problem, Transformation
 from tracelake.review import Review
 from tracelake.service import Tracelake
 
-router = APIRouter(prefix="/api/tracelake/v1", tags=["labels, discovery and policies"])
+router = APIRouter(
+    prefix="/api/tracelake/v1", tags=["labels, discovery and policies"], route_class=JsonBodyRoute
+)
 Actor = Annotated[str, Depends(actor_of)]
 
 

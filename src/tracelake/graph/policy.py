@@ -71,8 +71,10 @@ def parse_policies(text: str, source: str) -> tuple[list[Policy], list[Problem]]
     """Policies from YAML text (`source` names it in problems)."""
     try:
         document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: a date or tagged scalar that is not one
         return [], [Problem(source, f"not valid YAML: {error}")]
+    except RecursionError:  # PyYAML recurses once a level: hundreds of nested `[` overflow it
+        return [], [Problem(source, "not valid YAML: it nests too deep")]
     entries = document.get("policies") if isinstance(document, dict) else document
     if not isinstance(entries, list):
         return [], [Problem(source, "expected a list of policies (or `policies:` with one)")]
@@ -93,7 +95,9 @@ def _policy(entry: Any) -> Policy:
         raise ValueError(f"{name}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     if kind == "purpose":
         zones = entry.get("zone", [])
-        zones = [zones] if isinstance(zones, str) else list(zones)
+        zones = [zones] if isinstance(zones, str) else zones
+        if not isinstance(zones, list) or not all(isinstance(zone, str) for zone in zones):
+            raise ValueError(f"{name}: `zone` is a zone or a list of them")
         if not entry.get("label") or not (zones or entry.get("layer")):
             raise ValueError(f"{name}: a purpose policy needs a `label` and a `zone` or `layer`")
         return Policy(

@@ -1,0 +1,178 @@
+"""Bodies and parameters the API must refuse with a 4xx and a one-line JSON reason, never a 500 or
+a reset connection, over a real server: bodies over the size limit (declared, chunked, waiting for
+`100 Continue`, on a connection the client closes), JSON nested deeper than any document on every
+route that takes JSON, YAML nested as deep, and a query value a route does not know."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from tests.api.test_api import run_event
+from tracelake.api.app import ApiSettings, create_app
+from tracelake.api.json_bodies import MAX_NESTING
+from tracelake.api.server import serve_in_thread
+from tracelake.service import Tracelake
+from tracelake.store import LineageStore
+
+LIMIT = 1024 * 1024
+OVER = 8 * LIMIT  # a body well past what the sockets' buffers hold, so a reset would show
+API = "/api/tracelake/v1"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    service = Tracelake(LineageStore(str(tmp_path_factory.mktemp("bodies") / "lineage.db")))
+    settings = ApiSettings(max_body_bytes=LIMIT, subscription_interval=None)
+    with serve_in_thread(create_app(service, settings)) as base:
+        yield base
+    service.close()
+
+
+def _connect(url: str, head: str) -> socket.socket:
+    address = urlsplit(url)
+    connection = socket.create_connection((address.hostname, address.port), timeout=10)
+    connection.sendall(head.replace("\n", "\r\n").encode() + b"\r\n")
+    return connection
+
+
+def _answer(connection: socket.socket) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of the one answer on the connection, read until the server closes it."""
+    received = b""
+    while chunk := connection.recv(65536):
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+# ---------------------------------------------------------------- bodies over the limit
+
+
+def test_a_declared_length_over_the_limit_is_a_413_before_the_body_is_sent(url: str) -> None:
+    connection = _connect(
+        url,
+        f"POST /api/v1/lineage HTTP/1.1\nHost: tracelake\nContent-Type: application/json\n"
+        f"Content-Length: {OVER}\nConnection: close\n",
+    )
+    # the answer comes before a byte of the body is sent ...
+    first = connection.recv(65536)
+    assert first.startswith(b"HTTP/1.1 413 "), first
+    # ... and the server reads the body it refused before closing, so the client, still sending as
+    # clients that read no answer before the end of their body do, is not reset
+    connection.sendall(b" " * OVER)
+    rest = b""
+    while chunk := connection.recv(65536):
+        rest += chunk
+    head, _, body = (first + rest).partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {"error": f"the body is over the limit of {LIMIT:,} bytes", "path": "$"}
+
+
+def test_a_client_that_closes_the_connection_reads_the_413_not_a_reset(url: str) -> None:
+    response = requests.post(
+        f"{url}/api/v1/lineage", data=b" " * OVER, headers={"Connection": "close"}, timeout=30
+    )
+    assert response.status_code == 413
+    assert response.json()["error"] == f"the body is over the limit of {LIMIT:,} bytes"
+
+
+def test_a_chunked_body_is_a_413_once_it_passes_the_limit(url: str) -> None:
+    response = requests.post(f"{url}/api/v1/lineage", data=iter([b" " * 65536] * (OVER // 65536)), timeout=30)
+    assert response.status_code == 413
+    assert response.json() == {"error": f"the body is over the limit of {LIMIT:,} bytes", "path": "$"}
+
+
+def test_a_client_waiting_for_100_continue_is_refused_without_being_told_to_send(url: str) -> None:
+    connection = _connect(
+        url,
+        f"POST /api/v1/lineage HTTP/1.1\nHost: tracelake\nContent-Length: {OVER}\nExpect: 100-continue\n",
+    )
+    status, body = _answer(connection)  # no `100 Continue` before it, and nothing sent
+    assert status == 413
+    assert body["error"] == f"the body is over the limit of {LIMIT:,} bytes"
+
+
+def test_the_next_request_after_a_refused_body_lands(url: str) -> None:
+    with requests.Session() as http:
+        assert http.post(f"{url}/api/v1/lineage", data=b" " * OVER, timeout=30).status_code == 413
+        response = http.post(f"{url}/api/v1/lineage", json=run_event("after.refusal"), timeout=30)
+    assert response.status_code == 201
+
+
+# ---------------------------------------------------------------- nesting
+
+
+def _json_routes(url: str) -> list[tuple[str, str]]:
+    """(method, path) of every operation whose document says it takes a JSON body."""
+    document = requests.get(f"{url}/openapi.json", timeout=10).json()
+    return [
+        (method.upper(), path.replace("{session_id}", "s").replace("{name}", "e"))
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    ]
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("depth", "wrap", "path"),
+    [
+        (MAX_NESTING + 50, '{{"node": {}, "labels": ["x"]}}', "$.node[0][0][0][0][0][0][0]…"),
+        (950, '{{"node": {}, "labels": ["x"]}}', "$.node[0][0][0][0][0][0][0]…"),  # parsed, then too deep
+        (1000, "{}", "$"),  # too deep for Python's parser itself
+        (100_000, "{}", "$"),
+    ],
+)
+def test_json_nested_too_deep_is_a_400_on_every_route_that_takes_json(
+    url: str, depth: int, wrap: str, path: str
+) -> None:
+    routes = _json_routes(url)
+    assert ("POST", "/api/v1/lineage") in routes and len(routes) >= 12
+    body = wrap.format(_nested(depth))
+    for method, route in routes:
+        response = requests.request(
+            method, url + route, data=body, headers={"Content-Type": "application/json"}, timeout=30
+        )
+        assert response.status_code == 400, (route, response.text[:200])
+        assert response.json() == {"error": f"the body nests deeper than {MAX_NESTING} levels", "path": path}
+
+
+def test_json_as_deep_as_allowed_is_read(url: str) -> None:
+    event = run_event("deep.facets")
+    event["run"]["facets"] = {"deep": json.loads(_nested(MAX_NESTING - 3))}  # $.run.facets.deep[…]
+    assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=30).status_code == 201
+
+
+def test_posted_yaml_nested_too_deep_or_not_yaml_is_a_400(url: str) -> None:
+    for text in (_nested(2000), "- {name: p, kind: purpose, label: pii, zone: 2024-13-01}"):
+        response = requests.post(
+            f"{url}{API}/policies/check", data=text, headers={"Content-Type": "text/yaml"}, timeout=30
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"].startswith("body: not valid YAML: ")
+    response = requests.post(
+        f"{url}{API}/policies/check",
+        data="- {name: p, kind: purpose, label: pii, zone: 5}",
+        headers={"Content-Type": "text/yaml"},
+        timeout=30,
+    )
+    assert response.status_code == 400
+    assert "`zone` is a zone or a list of them" in response.json()["error"]
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def test_a_privacy_request_status_not_known_is_a_400_naming_the_known_ones(url: str) -> None:
+    response = requests.get(f"{url}{API}/privacy/requests", params={"status": "x"}, timeout=10)
+    assert response.status_code == 400
+    assert response.json() == {"error": "a request status is one of pending, running, done, failed, not 'x'"}
