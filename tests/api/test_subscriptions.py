@@ -11,18 +11,22 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import urllib3
 from typer.testing import CliRunner
 
 from tests.api.test_api import EXAMPLE, run_event
@@ -32,6 +36,7 @@ from tracelake.cli import app
 from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.store.subscriptions import SubscriptionStore
+from tracelake.subscriptions import WebhookPolicy
 
 API = "/api/tracelake/v1"
 SEGMENTS = "hive.table/ads.user_segments"
@@ -357,3 +362,37 @@ def _answers(base: str) -> bool:
         return requests.get(f"{base}{API}/subscriptions", timeout=1).status_code == 200
     except requests.ConnectionError:
         return False
+
+
+def test_an_https_webhook_goes_to_the_checked_address_and_its_certificate_must_name_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real TLS receiver for `localhost` on 127.0.0.1, its certificate trusted as a CA's would be:
+    the post connects to the checked address, yet the certificate is checked against the name."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate with")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    request = (
+        "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost"
+    )
+    subprocess.run(
+        ["openssl", *request.split(), "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    receiver = Receiver()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    port = receiver.server.server_address[1]
+    policy = WebhookPolicy.of(["localhost"])
+
+    target = policy.check(f"https://localhost:{port}/hook")
+    answer = policy.post(target, b"{}", {"Content-Type": "application/json"}, timeout=5)
+    elsewhere = replace(target, host="hooks.example.com", host_header="hooks.example.com")
+    with pytest.raises(urllib3.exceptions.SSLError, match=r"hooks\.example\.com"):
+        policy.post(elsewhere, b"{}", {}, timeout=5)
+    receiver.close()
+
+    assert answer.status == 204
+    assert "127.0.0.1" in target.addresses
+    assert [headers["Host"] for headers, _ in receiver.received] == [f"localhost:{port}"]
