@@ -167,3 +167,10 @@ def test_exit_codes_say_whether_all_input_was_used(tmp_path: Path) -> None:
     assert run("ingest", "sql", str(clean), "--db", db)[0] == 0
     assert run("ingest", "sql", str(broken), "--db", db)[0] == 3
     assert run("ingest", "sql", str(tmp_path / "missing.sql"), "--db", db)[0] == 2
+
+
+def test_a_device_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    code, _, err = run("ingest", "sql", "/dev/zero", "--db", str(tmp_path / "lineage.db"))
+
+    assert code == 2
+    assert one_error_line(err) == "error: /dev/zero: not a regular file"

@@ -240,6 +240,8 @@ def ingest_sql(
     """Parse SQL into table- and column-level lineage and store it."""
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
+    if not (path.is_dir() or path.is_file() or path.is_fifo()):
+        raise UserError(f"{path}: not a regular file")  # /dev/zero would be read forever
     variables: dict[str, str] = {}
     for pair in var or ():
         name, equals, value = pair.partition("=")

@@ -78,14 +78,17 @@ def test_a_folder_with_a_binary_and_a_non_utf8_file(tmp_path: Path) -> None:
     c = collect_path(tmp_path, progress=seen.append)
     assert table_edges(c) == {("d.s", "d.t"), ("d.s", "d.u")}
     reasons = {Path(p.source).name: p.reason for p in c.problems}
-    assert set(reasons) == {"b_binary.sql", "c_latin1.sql"}
-    assert all("not a text file" in reason for reason in reasons.values())
+    assert reasons == {
+        "b_binary.sql": "line 1: not text: a NUL byte at column 1; the statement is skipped",
+        "c_latin1.sql": "line 1: not UTF-8 text at column 12; the statement is skipped",
+    }
     # one batch per file, each its own process named by the path as given
     assert [b.processes[0].urn for b in c.batches] == [
         f"sql.script/{tmp_path / 'a_good.sql'}",
         f"sql.script/{nested / 'd_good.sql'}",
     ]
-    assert seen == sorted(seen) and seen[-1] == c.statements == 2
+    # the two unreadable statements count, as failed
+    assert seen == sorted(seen) and seen[-1] == c.statements == 4 and c.failed == 2
 
 
 def test_a_missing_path_raises_file_not_found_with_the_path(tmp_path: Path) -> None:

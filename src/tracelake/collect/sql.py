@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 from sqlglot.dialects.dialect import Dialect, Dialects
 
 from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.sql_input import Piece, Skipped, open_input, read_pieces
 from tracelake.collect.sql_log import LogEntry, read_log
 from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
 from tracelake.collect.sql_statements import Outcome, RunState
@@ -43,6 +44,7 @@ from tracelake.model import (
     utcnow,
 )
 from tracelake.names import DEFAULT_DATABASE
+from tracelake.textfile import TextFileError
 
 QUERY_LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log"})
 # Engine names seen in query logs that are not sqlglot dialect names themselves.
@@ -291,7 +293,7 @@ def spark_directory_writes(text: str) -> str:
 
 
 def collect_sql(
-    text: str,
+    text: str | Iterable[Piece | Skipped],
     *,
     dialect: str = "spark",
     source: str = "<sql>",
@@ -303,13 +305,27 @@ def collect_sql(
     user: str | None = None,
     variables: Mapping[str, str] | None = None,
 ) -> SqlCollection:
-    """Lineage of one SQL script (one run). `process` overrides the process URN; `variables`
-    are the values of `${name}` placeholders."""
+    """Lineage of one SQL script (one run): its text, or its pieces as `read_pieces` gives them.
+    `process` overrides the process URN; `variables` are the values of `${name}` placeholders."""
     parsed_dialect = _dialect(dialect)
     collection = SqlCollection()
     run = _new_run(parsed_dialect, dialect, schema, default_db, variables)
     run.started_at, run.user = observed_at, user
-    run.replay(text, parsed_dialect, source, _file_location, collection)
+    for item in [Piece(1, text)] if isinstance(text, str) else text:
+        if isinstance(item, Skipped):
+            collection.statements += 1
+            collection.failed += 1
+            location = _file_location(item.line, collection.statements)
+            collection.problems.append(Problem(source, item.reason, location))
+            continue
+        lines_before, statements_before = item.first_line - 1, collection.statements
+
+        def where(
+            line: int, index: int, lines_before: int = lines_before, before: int = statements_before
+        ) -> str:
+            return _file_location(line + lines_before, index + before)
+
+        run.replay(item.text, parsed_dialect, source, where, collection)
     if run.parsed:
         urn = process or (f"sql.job/{job_id}" if job_id else f"sql.script/{source}")
         collection.batches.append(run.batch(urn, job_id or source, {"source": source}, job_id))
@@ -363,27 +379,23 @@ def _collect_file(
     default_db: str,
     variables: Mapping[str, str] | None,
 ) -> SqlCollection:
-    text, problem = _read_text(path)
-    if problem is not None:
+    try:
+        handle = open_input(path)
+    except TextFileError as error:
         collection = SqlCollection()
-        collection.problems.append(problem)
+        collection.problems.append(Problem(error.source, error.reason))
         return collection
-    return collect_sql(
-        text, dialect=dialect, source=str(path), schema=schema, default_db=default_db, variables=variables
-    )
-
-
-def _read_text(path: Path) -> tuple[str, Problem | None]:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        return "", Problem(str(path), f"cannot read the file: {error.strerror or error}")
-    if b"\x00" in data:
-        return "", Problem(str(path), "not a text file (it contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError as error:
-        return "", Problem(str(path), f"not a text file (not UTF-8 at byte {error.start})")
+    escapes = "\\" in _dialect(dialect).tokenizer_class.STRING_ESCAPES
+    with handle:
+        pieces = read_pieces(handle, str(path), backslash_escapes=escapes)
+        return collect_sql(
+            pieces,
+            dialect=dialect,
+            source=str(path),
+            schema=schema,
+            default_db=default_db,
+            variables=variables,
+        )
 
 
 def _file_location(line: int, index: int) -> str:
@@ -413,12 +425,14 @@ def collect_query_log(
     if not path.exists():
         raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
     collection = SqlCollection()
-    text, problem = _read_text(path)
-    if problem is not None:
-        collection.problems.append(problem)
-        return collection
     source = str(path)
-    reading = read_log(text, source)
+    try:
+        handle = open_input(path)
+    except TextFileError as error:
+        collection.problems.append(Problem(error.source, error.reason))
+        return collection
+    with handle:
+        reading = read_log(handle, source)
     collection.problems.extend(reading.problems)
     collection.statements += reading.rejected
     collection.failed += reading.rejected

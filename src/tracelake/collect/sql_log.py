@@ -13,8 +13,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
+from tracelake.collect.sql_input import read_lines, read_whole
 from tracelake.collect.sql_split import excerpt
 from tracelake.model import Problem, as_utc
 
@@ -39,10 +40,11 @@ class LogReading:
     rejected: int = 0
 
 
-def read_log(text: str, source: str) -> LogReading:
+def read_log(handle: BinaryIO, source: str) -> LogReading:
+    """The runs of the log read from `handle`, a line at a time."""
     reading = LogReading()
     jobs: dict[str, list[LogEntry]] = {}
-    for entry in _entries(text, source, reading):
+    for entry in _entries(handle, source, reading):
         if entry.job_id is None:
             reading.runs.append([entry])
         elif entry.job_id in jobs:
@@ -61,38 +63,68 @@ def _in_time_order(run: list[LogEntry]) -> list[LogEntry]:
     return run
 
 
-def _entries(text: str, source: str, reading: LogReading) -> Iterator[LogEntry]:
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        # a .json file holding one array of entries rather than one entry per line
-        try:
-            items = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            reading.problems.append(Problem(source, f"not valid JSON: {error.msg}", f"line {error.lineno}"))
-            reading.rejected += 1
-            return
-        numbered: Iterator[tuple[int, Any, str]] = (
-            (i, item, json.dumps(item)) for i, item in enumerate(items, 1)
-        )
-    else:
-        numbered = _json_lines(text, source, reading)
-    for number, item, raw in numbered:
+def _entries(handle: BinaryIO, source: str, reading: LogReading) -> Iterator[LogEntry]:
+    for number, item, raw in _json_items(handle, source, reading):
         entry = _entry(number, item, raw, source, reading)
         if entry is not None:
             yield entry
 
 
-def _json_lines(text: str, source: str, reading: LogReading) -> Iterator[tuple[int, Any, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+def _json_items(handle: BinaryIO, source: str, reading: LogReading) -> Iterator[tuple[int, Any, str]]:
+    """(entry number, parsed JSON, its text) for each entry: JSON lines, or one JSON array."""
+    first = True
+    for line in read_lines(handle, source):
+        if isinstance(line, Problem):
+            # one line that is not text costs that entry alone
+            reading.rejected += 1
+            number = line.location.removeprefix("line ")
+            reading.problems.append(Problem(source, line.reason, f"entry {number}"))
             continue
+        if not line.text.strip():
+            continue
+        if first and line.text.lstrip().startswith("["):
+            yield from _json_array(line.text, handle, source, reading)
+            return
+        first = False
         try:
-            yield number, json.loads(line), line
+            yield line.number, json.loads(line.text), line.text
         except json.JSONDecodeError as error:
             reading.rejected += 1
             reading.problems.append(
-                Problem(source, f"not a JSON object: {error.msg}", f"entry {number}", excerpt(line))
+                Problem(source, f"not a JSON object: {error.msg}", f"entry {line.number}", excerpt(line.text))
             )
+        except RecursionError:
+            reading.rejected += 1
+            reading.problems.append(
+                Problem(source, "not a JSON object: nested too deep", f"entry {line.number}")
+            )
+
+
+def _json_array(
+    first_line: str, handle: BinaryIO, source: str, reading: LogReading
+) -> Iterator[tuple[int, Any, str]]:
+    """A .json file holding one array of entries rather than one entry per line."""
+    rest = read_whole(handle, source)
+    if isinstance(rest, Problem):
+        reading.problems.append(rest)
+        reading.rejected += 1
+        return
+    try:
+        items = json.loads(f"{first_line}\n{rest}")
+    except json.JSONDecodeError as error:
+        reading.problems.append(Problem(source, f"not valid JSON: {error.msg}", f"line {error.lineno}"))
+        reading.rejected += 1
+        return
+    except RecursionError:
+        reading.problems.append(Problem(source, "not valid JSON: nested too deep"))
+        reading.rejected += 1
+        return
+    if not isinstance(items, list):
+        reading.problems.append(Problem(source, "not valid JSON: a log is one array, or one object a line"))
+        reading.rejected += 1
+        return
+    for number, item in enumerate(items, 1):
+        yield number, item, json.dumps(item)
 
 
 def _entry(number: int, item: Any, raw: str, source: str, reading: LogReading) -> LogEntry | None:
