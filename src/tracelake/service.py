@@ -224,7 +224,7 @@ class Tracelake:
         )
 
     def ingest_openlineage(
-        self, lines: Iterable[str], *, source: str, chunk: int = EVENTS_A_TRANSACTION
+        self, lines: Iterable[str | Problem], *, source: str, chunk: int = EVENTS_A_TRANSACTION
     ) -> EventsIngestSummary:
         """Ingest OpenLineage events from a log (JSON lines, an array, or Marquez's page), streamed:
         each event stands alone as over HTTP, so they are written `chunk` to a transaction, and an

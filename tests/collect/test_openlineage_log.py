@@ -129,3 +129,23 @@ def test_an_empty_log_is_no_events(tmp_path: Path, text: str) -> None:
     db = str(tmp_path / "lineage.db")
     code, out, _ = cli("ingest", "openlineage", "-", "--db", db, stdin=text)
     assert (code, out.strip()) == (0, "0 events: 0 accepted, 0 refused; 0 edges")
+
+
+def test_a_line_that_is_not_utf8_is_refused_not_read_with_replacement_characters(tmp_path: Path) -> None:
+    """Decoding with replacement characters would store a dataset named with U+FFFD, one that
+    never was; the line is refused instead and the events around it land."""
+    latin1 = json.dumps(run_event("job.café"), ensure_ascii=False).encode("latin-1")
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"\n".join([json.dumps(run_event("job.one")).encode(), latin1, b""]))
+    db = str(tmp_path / "lineage.db")
+
+    code, out, err = cli("ingest", "openlineage", str(log), "--db", db)
+
+    assert code == 3
+    assert out.strip() == "2 events: 1 accepted, 1 refused; 2 edges"
+    assert f"problem: {log}:line 2: not UTF-8 text at column" in err
+    with LineageStore(db) as store:
+        names = set(store.property_of("name", urn_prefix="openlineage.job/"))
+        urns = store.search_urns("", limit=1000)
+    assert not any("\ufffd" in urn for urn in urns)
+    assert not any("caf" in name for name in names)

@@ -24,25 +24,37 @@ from tracelake.model import LineageBatch, Problem
 __all__ = ["batches_from_log"]
 
 
-def batches_from_log(lines: Iterable[str], source: str) -> Iterator[LineageBatch]:
+def batches_from_log(lines: Iterable[str | Problem], source: str) -> Iterator[LineageBatch]:
     """One batch per event of the log `lines` (named `source` in problems); an event that cannot be
-    read gives a batch holding only its problem."""
+    read gives a batch holding only its problem. A line given as a Problem (not text, too long)
+    is refused on its own in JSON lines; in an array or a page it spoils the whole document."""
     lines = iter(lines)
-    head: list[str] = []
+    head: list[str | Problem] = []
     for line in lines:
         head.append(line)
-        if line.strip():
+        if isinstance(line, str) and line.strip():
             break
-    first = head[-1].strip() if head else ""
+    first = head[-1].strip() if head and isinstance(head[-1], str) else ""
     if not first:
+        for line in head:
+            if isinstance(line, Problem):
+                yield _refused(source, line.location, line.reason)
         return
     if not first.startswith("[") and _one_value(first):
         # JSON lines: the first line is a whole value, so every line is
         for number, line in enumerate(itertools.chain(head, lines), 1):
-            if line.strip():
+            if isinstance(line, Problem):
+                yield _refused(source, line.location, line.reason)
+            elif line.strip():
                 yield from _from_line(line, number, source)
         return
-    yield from _from_document("".join(itertools.chain(head, lines)), source)
+    document: list[str] = []
+    for line in itertools.chain(head, lines):
+        if isinstance(line, Problem):
+            yield _refused(source, line.location, f"{line.reason}: the document around it is not read")
+            return
+        document.append(line)
+    yield from _from_document("".join(document), source)
 
 
 def _one_value(text: str) -> bool:
