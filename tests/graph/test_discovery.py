@@ -50,6 +50,19 @@ def test_including_a_candidate_makes_it_the_next_frontier_until_stable(lake: Gra
     assert session.members[G].reason == "the model reads the field"
 
 
+def test_including_a_candidate_that_flows_nowhere_ends_the_session(lake: GraphIndex) -> None:
+    """H is a sink: the round that follows it finds no flow (it once crashed on the empty round,
+    met by running the README's discovery commands)."""
+    session = start(lake, "pii", [A])
+    next_round(lake, session)
+    decide(session, G, True, reason="read", by="ana")
+    next_round(lake, session)
+    session.frontier = [H]  # as after including H
+
+    assert next_round(lake, session) == []
+    assert session.stable and H in session.members
+
+
 def test_excluding_a_candidate_ends_the_session_without_it(lake: GraphIndex) -> None:
     session = start(lake, "pii", [A])
     next_round(lake, session)

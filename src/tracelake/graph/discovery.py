@@ -216,11 +216,11 @@ def _record_round(
             new.append(urn)
         else:
             session.members[urn].state = final
-    if not flow_chunks:
-        return new
     # Each (target, origin) flow once, grouped by target: one code per pair, sorted.
-    pairs = np.concatenate(flow_chunks)
+    pairs = np.concatenate(flow_chunks) if flow_chunks else np.empty((0, 2), dtype=np.int64)
     codes = sorted_unique(pairs[:, 0] * index.n_nodes + pairs[:, 1])
+    if not len(codes):  # a frontier of sinks: nothing flows on
+        return new
     targets, origins = codes // index.n_nodes, codes % index.n_nodes
     origin_urns = np.asarray(index.urns, dtype=object)[origins].tolist()
     starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
