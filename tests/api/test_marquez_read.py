@@ -446,3 +446,16 @@ def test_a_deleted_facet_is_no_longer_the_runs(store: LineageStore) -> None:
         store.ingest(event_to_batch(event))
 
     assert stored.run_facets(store, RUN_A) == {"parent": START_FACETS["parent"]}
+
+
+def test_facets_that_are_no_objects_are_none_on_reading(store: LineageStore) -> None:
+    """Events are kept as received: `facets` that are no object were left out of the lineage with a
+    problem, and are no facets on reading either (they failed the read routes with a 500)."""
+    odd = airflow_event("COMPLETE", "2024-03-12T10:05:00Z", RUN_A, {})
+    odd["run"]["facets"], odd["job"]["facets"] = "text", ["a", "list"]
+    odd["outputs"][0].update(facets=5, outputFacets="text")
+    store.ingest(event_to_batch(odd))
+
+    assert stored.run_facets(store, RUN_A) == {}
+    assert stored.job_facets(store, "airflow", "shop.load") == {}
+    assert stored.dataset_facets(store, asset_urn(S3, LAKE), LAKE) == {}

@@ -1,7 +1,8 @@
 """Bodies and parameters the API must refuse with a 4xx and a one-line JSON reason, never a 500 or
 a reset connection, over a real server: bodies over the size limit (declared, chunked, waiting for
-`100 Continue`, on a connection the client closes), JSON nested deeper than any document on every
-route that takes JSON, YAML nested as deep, and a query value a route does not know."""
+`100 Continue`, on a connection the client closes), JSON nested deeper than any document, or
+holding text or numbers no answer could carry, on every route that takes JSON, YAML nested as
+deep, names longer than the store keys, and a query value a route does not know."""
 
 from __future__ import annotations
 
@@ -144,6 +145,39 @@ def test_json_nested_too_deep_is_a_400_on_every_route_that_takes_json(
         )
         assert response.status_code == 400, (route, response.text[:200])
         assert response.json() == {"error": f"the body nests deeper than {MAX_NESTING} levels", "path": path}
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "path"),
+    [
+        ('{"node": "a\\ud800", "labels": ["x"]}', "a string with a lone surrogate escape", "$.node"),
+        (
+            '{"node": "a", "labels": [{"\\udfff": 1}]}',
+            "a string with a lone surrogate escape",
+            "$.labels[0].\\udfff",
+        ),
+        ('{"node": NaN, "labels": ["x"]}', "a number that is not finite", "$.node"),
+        ('{"node": "a", "labels": [-1e999]}', "a number that is not finite", "$.labels[0]"),
+    ],
+)
+def test_json_no_answer_could_carry_is_a_400_on_every_route_that_takes_json(
+    url: str, text: str, reason: str, path: str
+) -> None:
+    """Python's parser takes lone surrogates and non-finite numbers; UTF-8 and JSON cannot carry
+    them back (they were 500s when the store wrote them, or when a read route answered them)."""
+    for method, route in _json_routes(url):
+        response = requests.request(
+            method, url + route, data=text, headers={"Content-Type": "application/json"}, timeout=30
+        )
+        assert response.status_code == 400, (route, response.text[:200])
+        assert response.json()["error"].startswith(reason) and response.json()["path"] == path
+
+
+def test_a_name_longer_than_the_store_keys_is_a_400(url: str) -> None:
+    event = run_event("long" + "n" * 3000)
+    response = requests.post(f"{url}/api/v1/lineage", json=event, timeout=30)
+    assert response.status_code == 400
+    assert "over the 2,000-byte limit" in response.json()["error"]
 
 
 def test_json_as_deep_as_allowed_is_read(url: str) -> None:

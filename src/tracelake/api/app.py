@@ -22,6 +22,7 @@ from tracelake.api.auth import Tokens
 from tracelake.api.encoding import RequestBodies
 from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
+from tracelake.model import UrnError
 from tracelake.privacy.search import RequestError as PrivacyRequestError
 from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
@@ -94,6 +95,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.add_exception_handler(ReviewError, _review_error)
     app.add_exception_handler(EntityError, _request_error)
     app.add_exception_handler(PrivacyRequestError, _request_error)
+    app.add_exception_handler(UrnError, _request_error)  # a name the store cannot key (over 2,000 bytes)
     app.include_router(marquez.router)
     app.include_router(marquez_read_router)
     app.include_router(routes.router)

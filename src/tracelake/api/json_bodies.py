@@ -1,7 +1,10 @@
-"""JSON request bodies, parsed once per request and refused when they nest deeper than any
-document Tracelake takes: no event, batch or query is near `MAX_NESTING` levels, while Python's
-JSON parser, FastAPI's validation errors (which echo the input) and the store's JSON encoder all
-recurse, and a body nested a thousand arrays deep would overflow their stack into a 500.
+"""JSON request bodies, parsed once per request and refused where the store or the answers could
+not hold them: nested deeper than any document Tracelake takes (`MAX_NESTING` levels; Python's JSON
+parser, FastAPI's validation errors, which echo the input, and the store's JSON encoder all
+recurse, and a body nested a thousand arrays deep would overflow their stack), a string or key
+with a lone surrogate escape (`"\\ud800"`: JSON lets it through, UTF-8 cannot encode it, so the
+store could not write it nor any answer carry it), or a number that is not finite (`NaN`,
+`Infinity`, `1e999`: Python's parser takes them, JSON has no way to answer them).
 
 Routes that declare a JSON body get the check from their route class (`JsonBodyRoute`, given to
 every router that has such routes), before FastAPI validates the body; a route that reads its body
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import email.message
 import json
+import math
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -26,16 +31,16 @@ MAX_NESTING = 100
 
 
 async def json_body(request: Request) -> Any:
-    """The request's body as JSON; a 400 when it is not JSON or nests deeper than MAX_NESTING."""
+    """The request's body as JSON; a 400 when it is not JSON or not JSON the store can hold."""
     try:
         document = await request.json()
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise RequestError(f"the body is not JSON: {error}", "$") from None
     except RecursionError:
-        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", "$") from None
-    too_deep = _too_deep(document) if isinstance(document, dict | list) else None
-    if too_deep is not None:
-        raise RequestError(f"the body nests deeper than {MAX_NESTING} levels", too_deep)
+        raise RequestError(_TOO_DEEP, "$") from None
+    refused = _refused(document)
+    if refused is not None:
+        raise RequestError(*refused)
     return document
 
 
@@ -68,16 +73,44 @@ def _is_json(content_type: str | None) -> bool:
     )
 
 
-def _too_deep(document: Any) -> str | None:
-    """Where `document` nests deeper than MAX_NESTING (a JSON path), or None; without recursion."""
-    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(document, 0, ())]
+def _refused(document: Any) -> tuple[str, str] | None:
+    """Why and where (a JSON path) `document` cannot be taken, or None; without recursion."""
+    if not isinstance(document, dict | list):
+        reason = _scalar_refused(document)
+        return None if reason is None else (reason, "$")
+    stack: list[tuple[dict[str, Any] | list[Any], tuple[str | int, ...]]] = [(document, ())]
     while stack:
-        value, depth, steps = stack.pop()
-        if depth > MAX_NESTING:
-            shown = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in steps[:8])
-            return f"${shown}…"
+        value, steps = stack.pop()
+        if len(steps) > MAX_NESTING:
+            return _TOO_DEEP, _path(steps)
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for step, item in items:
-            if isinstance(item, dict | list):
-                stack.append((item, depth + 1, (*steps, step)))
+            container = isinstance(item, dict | list)
+            reason = _scalar_refused(step) or (None if container else _scalar_refused(item))
+            if reason is not None:
+                return reason, _path((*steps, step))
+            if container:
+                stack.append((item, (*steps, step)))
     return None
+
+
+def _scalar_refused(value: Any) -> str | None:
+    """Why a key or a value that is no container cannot be taken, or None."""
+    if isinstance(value, str) and not (value.isascii() or _SURROGATE.search(value) is None):
+        return "a string with a lone surrogate escape (\\ud800-\\udfff) is not Unicode text"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number that is not finite (NaN, Infinity or past 1.8e308) is not JSON"
+    return None
+
+
+_TOO_DEEP = f"the body nests deeper than {MAX_NESTING} levels"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _path(steps: tuple[str | int, ...]) -> str:
+    """`$.a[0].b`, the first eight steps of it (then `…`), keys escaped where they are not Unicode."""
+    shown = "".join(
+        f"[{step}]" if isinstance(step, int) else "." + step.encode("utf-8", "backslashreplace").decode()
+        for step in steps[:8]
+    )
+    return f"${shown}{'…' if len(steps) > 8 else ''}"

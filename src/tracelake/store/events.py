@@ -144,8 +144,8 @@ def dataset_facets(store: LineageStore, urn: str, name: str, *, run_id: str | No
                 for entry in _datasets_of(body):
                     if _names(entry, urn):
                         mentions += 1
-                        said = {**(entry.get("facets") or {}), **(entry.get("inputFacets") or {})}
-                        said.update(entry.get("outputFacets") or {})
+                        said = {**_object(entry.get("facets")), **_object(entry.get("inputFacets"))}
+                        said.update(_object(entry.get("outputFacets")))
                         for key, facet in said.items():
                             decided.setdefault(key, facet)
             if len(bodies) < _PAGE:
@@ -164,12 +164,19 @@ def _bodies_of_run(store: LineageStore, run_id: str) -> list[dict[str, Any]]:
 def _merged(bodies: list[dict[str, Any]], holder: str) -> dict[str, Any]:
     facets: dict[str, Any] = {}
     for body in bodies:
-        for key, facet in ((body.get(holder) or {}).get("facets") or {}).items():
+        for key, facet in _object(_object(body.get(holder)).get("facets")).items():
             if _deleted(facet):
                 facets.pop(key, None)
             else:
                 facets[key] = facet
     return facets
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one: events are kept as they were received, and
+    a part that is not what the spec says (`"facets": "x"`) was left out of the lineage with a
+    problem, so it is left out here too."""
+    return value if isinstance(value, dict) else {}
 
 
 def _deleted(facet: Any) -> bool:
@@ -178,7 +185,8 @@ def _deleted(facet: Any) -> bool:
 
 def _datasets_of(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for key in ("outputs", "inputs"):
-        for entry in body.get(key) or ():
+        entries = body.get(key)
+        for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict):
                 yield entry
     if isinstance(body.get("dataset"), dict):
