@@ -1,14 +1,13 @@
 """Every operation of the server's own OpenAPI document (`/openapi.json`), fuzzed with Schemathesis
 against a live, token-protected server: no answer is a server error, every answer the document
-describes has its shape and content type, and every refusal says why in JSON.
-
-The server holds the dating example's lineage, an OpenLineage job, the word-count entities, a
-policy folder, a discovery session, a subscription and a privacy request, and the requests carry a
-token with both scopes, so that generated requests reach the routes rather than stopping at
-authentication; path and query names the store holds are drawn as often as generated ones, so
-that not every answer is a 404. Generation is bounded (`EXAMPLES` cases per operation and mode,
-no shrinking) and derandomized, so a CI run tries the same cases every time and fits in about
-half a minute; `TRACELAKE_FUZZ_EXAMPLES` raises the count for a longer run by hand.
+describes has its shape and content type, and every refusal says why in JSON. The server holds the
+dating example's lineage, an OpenLineage job, the word-count entities, a policy folder, a discovery
+session, a subscription and a privacy request, and the requests carry a token with both scopes, so
+that generated requests reach the routes rather than stopping at authentication; path and query
+names the store holds are drawn as often as generated ones, so that not every answer is a 404.
+Generation is bounded (`EXAMPLES` cases per operation and mode, no shrinking) and derandomized, so
+a CI run tries the same cases every time and fits in about half a minute; `TRACELAKE_FUZZ_EXAMPLES`
+raises the count for a longer run by hand.
 """
 
 from __future__ import annotations

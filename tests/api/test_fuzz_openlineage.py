@@ -1,18 +1,18 @@
 """OpenLineage events that real producers published (`../shared/conformance`, read in place as
 `test_openlineage_conformance` reads them), mutated and posted to `POST /api/v1/lineage` on a live
-server: the answer is never a server error, always a 201 or a 4xx with a one-line reason, and the
-store stays consistent — what was accepted is found by the names it was sent with, and what was
-refused left nothing behind (no node, no stored event).
-
-Each case takes a published event (or, one case in six, an array of two or three, which is all or
-nothing), marks every name in it with the case's tag so that its traces can be looked for, and
-applies one to three mutations at a place drawn depth by depth, so that the deepest facets are hit
-as often as the top: a member dropped; a list item or a key duplicated (the key twice in the
-text, the later one holding another value); a value replaced by one of another type, by null, by
-a string of up to half a million characters, by odd Unicode (right-to-left, combining, zero-width,
-NUL, a lone surrogate, bytes that are not UTF-8) or by an extreme number (2⁶³, 1e308, NaN); or the
-text cut short. Cases are drawn from `random.Random(SEED)`, so every run tries the same ones;
-`TRACELAKE_FUZZ_CASES` raises their number for a longer run by hand.
+server: the answer is never a server error (but for two causes outside the API, each pinned by a
+strict xfail test at the end), always a 201 or a 4xx with a one-line reason, and the store stays
+consistent — what was accepted is found by the names it was sent with, and what was refused left
+nothing behind (no node, no stored event). Each case takes a published event (or, one case in six,
+an array of two or three, which is all or nothing), marks every name in it with the case's tag so
+that its traces can be looked for, and applies one to three mutations at a place drawn depth by
+depth, so that the deepest facets are hit as often as the top: a member dropped; a list item or a
+key duplicated (the key twice in the text, the later one holding another value); a value replaced
+by one of another type, by null, by a string of up to half a million characters, by odd Unicode
+(right-to-left, combining, zero-width, NUL, a lone surrogate, bytes that are not UTF-8) or by an
+extreme number (2⁶³, 1e308, NaN); or the text cut short. Cases are drawn from
+`random.Random(SEED)`, so every run tries the same ones; `TRACELAKE_FUZZ_CASES` raises their number
+for a longer run by hand.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ class Case:
 
     def __str__(self) -> str:
         return f"case {self.number} ({', '.join(self.mutations)}; {len(self.body):,} bytes)"
+
+
+def _stem(number: int) -> str:
+    """What the tags of case `number` start with, and no other case's: `_fz0012e`."""
+    return f"_fz{number:04d}e"
 
 
 # ---------------------------------------------------------------- mutations
@@ -177,7 +182,7 @@ def _cases(events: list[dict[str, Any]]) -> Iterator[Case]:
     rng = random.Random(SEED)
     for number in range(CASES):
         count = rng.choice([2, 3]) if rng.random() < 1 / 6 else 1
-        tags = [f"_fz{number:04d}e{index}_" for index in range(count)]
+        tags = [f"{_stem(number)}{index}_" for index in range(count)]
         chosen = [_tagged(copy.deepcopy(rng.choice(events)), tag) for tag in tags]
         document: Any = chosen if count > 1 else chosen[0]
         case = Case(number, b"", tags, None)
@@ -309,13 +314,11 @@ def test_what_was_refused_left_nothing_behind(run: Run) -> None:
         for case, status, _ in run.answers:
             if status == 201:
                 continue
-            for tag in case.tags:
-                nodes = http.get(
-                    f"{run.url}/api/tracelake/v1/search", params={"q": tag, "limit": 5}, timeout=30
-                )
-                assert nodes.status_code == 200, nodes.text
-                if nodes.json() or tag in kept:
-                    left.append(f"{case}: {tag} left {[node['id'] for node in nodes.json()]}")
+            stem = _stem(case.number)
+            nodes = http.get(f"{run.url}/api/tracelake/v1/search", params={"q": stem, "limit": 5}, timeout=30)
+            assert nodes.status_code == 200, nodes.text
+            if nodes.json() or stem in kept:
+                left.append(f"{case}: {stem} left {[node['id'] for node in nodes.json()]}")
     assert not left, "\n".join(left)
 
 

@@ -1,16 +1,14 @@
-"""Request bodies, read whole and within the size limit before any route sees them, and decoded
-when they are compressed (`Content-Encoding: gzip` or `deflate`, as the OpenLineage Python
-client's HTTP transport sends them with `compression: gzip`).
-
-An ASGI middleware, so every route takes bodies alike and answers refusals alike, as JSON. A body
-whose `Content-Length` is over the limit is a 413 before any of it is read; one sent without a
-length (chunked) is a 413 once it passes the limit. The limit is applied to the body as sent and
-again to the body decoded, while it is decoded: a small body that would inflate to gigabytes is a
-413 once it passes the limit, and the server never holds more than the limit of it. A body that
-claims an encoding and is not in it is a 400; an encoding not known is a 415. After a refusal the
-rest of the body is read and dropped (within bounds) before the connection closes: a server that
-closes with unread bytes resets the connection, and a client still sending sees the reset, not
-the answer.
+"""Request bodies, read whole and within the size limit by an ASGI middleware before any route
+sees them, and decoded when compressed (`Content-Encoding: gzip` or `deflate`, as the OpenLineage
+Python client sends them with `compression: gzip`), so every route takes bodies alike and refuses
+them alike, in JSON. A body whose `Content-Length` is over the limit is a 413 before any of it is
+read; one sent without a length (chunked) is a 413 once it passes the limit. The limit holds for
+the body as sent and again for the body decoded, while it is decoded: a small body that would
+inflate to gigabytes is a 413 once it passes the limit, and the server never holds more than the
+limit of it. A body that claims an encoding and is not in it is a 400; an encoding not known is a
+415. After a refusal the rest of the body is read and dropped (within bounds) before the
+connection closes: a server that closes with unread bytes resets the connection, and a client
+still sending would see the reset, not the answer.
 """
 
 from __future__ import annotations

@@ -4,13 +4,11 @@ parser, FastAPI's validation errors, which echo the input, and the store's JSON 
 recurse, and a body nested a thousand arrays deep would overflow their stack), a string or key
 with a lone surrogate escape (`"\\ud800"`: JSON lets it through, UTF-8 cannot encode it, so the
 store could not write it nor any answer carry it), or a number that is not finite (`NaN`,
-`Infinity`, `1e999`: Python's parser takes them, JSON has no way to answer them).
-
-Routes that declare a JSON body get the check from their route class (`JsonBodyRoute`, given to
-every router that has such routes), before FastAPI validates the body; a route that reads its body
-itself (OpenLineage's `POST /api/v1/lineage`) calls `json_body`. Either way the parse is shared
-(Starlette keeps the parsed body on the request) and a refusal is a 400 naming the JSON path at
-fault.
+`Infinity`, `1e999`: Python's parser takes them, JSON has no way to answer them). Routes that
+declare a JSON body get the check from their route class (`JsonBodyRoute`, given to every router
+that has such routes) before FastAPI validates the body; a route that reads its body itself
+(OpenLineage's `POST /api/v1/lineage`) calls `json_body`. Either way the body is parsed once
+(Starlette keeps it on the request) and a refusal is a 400 naming the JSON path at fault.
 """
 
 from __future__ import annotations
