@@ -156,6 +156,7 @@ def test_json_nested_too_deep_is_a_400_on_every_route_that_takes_json(
             "a string with a lone surrogate escape",
             "$.labels[0].\\udfff",
         ),
+        ('{"node": "a", "labels": ["b\\u0000"]}', "a string with a NUL character", "$.labels[0]"),
         ('{"node": NaN, "labels": ["x"]}', "a number that is not finite", "$.node"),
         ('{"node": "a", "labels": [-1e999]}', "a number that is not finite", "$.labels[0]"),
     ],

@@ -1,14 +1,15 @@
 """JSON request bodies, parsed once per request and refused where the store or the answers could
 not hold them: nested deeper than any document Tracelake takes (`MAX_NESTING` levels; Python's JSON
 parser, FastAPI's validation errors, which echo the input, and the store's JSON encoder all
-recurse, and a body nested a thousand arrays deep would overflow their stack), a string or key
-with a lone surrogate escape (`"\\ud800"`: JSON lets it through, UTF-8 cannot encode it, so the
-store could not write it nor any answer carry it), or a number that is not finite (`NaN`,
-`Infinity`, `1e999`: Python's parser takes them, JSON has no way to answer them). Routes that
-declare a JSON body get the check from their route class (`JsonBodyRoute`, given to every router
-that has such routes) before FastAPI validates the body; a route that reads its body itself
-(OpenLineage's `POST /api/v1/lineage`) calls `json_body`. Either way the body is parsed once
-(Starlette keeps it on the request) and a refusal is a 400 naming the JSON path at fault.
+recurse, and a body nested a thousand arrays deep would overflow their stack), a string or key with
+a lone surrogate escape (`"\\ud800"`: JSON lets it through, UTF-8 cannot encode it, so the store
+could not write it nor any answer carry it) or a NUL character (`"\\u0000"`, which PostgreSQL
+refuses to store), or a number that is not finite (`NaN`, `Infinity`, `1e999`: Python's parser
+takes them, JSON has no way to answer them). Routes that declare a JSON body get the check from
+their route class (`JsonBodyRoute`, given to every router that has such routes) before FastAPI
+validates the body; a route that reads its body itself (OpenLineage's `POST /api/v1/lineage`) calls
+`json_body`. Either way the body is parsed once (Starlette keeps it on the request) and a refusal
+is a 400 naming the JSON path at fault.
 """
 
 from __future__ import annotations
@@ -94,8 +95,11 @@ def _refused(document: Any) -> tuple[str, str] | None:
 
 def _scalar_refused(value: Any) -> str | None:
     """Why a key or a value that is no container cannot be taken, or None."""
-    if isinstance(value, str) and not (value.isascii() or _SURROGATE.search(value) is None):
-        return "a string with a lone surrogate escape (\\ud800-\\udfff) is not Unicode text"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a string with a NUL character (\\u0000) cannot be stored (PostgreSQL refuses it)"
+        if not value.isascii() and _SURROGATE.search(value) is not None:
+            return "a string with a lone surrogate escape (\\ud800-\\udfff) is not Unicode text"
     if isinstance(value, float) and not math.isfinite(value):
         return "a number that is not finite (NaN, Infinity or past 1.8e308) is not JSON"
     return None
