@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
@@ -40,6 +41,13 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """A fresh, empty database on the test server for one test."""
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_database(postgres_server: str) -> Iterator[str]:
+    """A new, empty database on the test server, dropped at the end (for fixtures of wider scope)."""
     name = f"tracelake_test_{os.getpid()}_{next(_database_numbers)}"
     admin = sa.create_engine(postgres_server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
