@@ -12,6 +12,7 @@ raises the count for a longer run by hand.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance
 
 from tests.api.test_api import RUN_ID, run_event
+from tests.conftest import fresh_database
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
@@ -57,10 +59,22 @@ class Server:
     held: dict[str, list[tuple[str, ...]]]  # document path → path parameters the store holds
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server on a store of each backend: they refuse different things."""
     folder = tmp_path_factory.mktemp("fuzz_openapi")
-    service = Tracelake(LineageStore(str(folder / "lineage.db")))
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            store_url = f"sqlite:///{folder / 'lineage.db'}"
+        else:
+            store_url = stack.enter_context(fresh_database(request.getfixturevalue("postgres_server")))
+        service = Tracelake(LineageStore(store_url))
+        stack.callback(service.close)
+        yield stack.enter_context(_serving(service, folder))
+
+
+@contextlib.contextmanager
+def _serving(service: Tracelake, folder: Path) -> Iterator[Server]:
     service.ingest_sql(EXAMPLE / "query_log.jsonl", schema_file=EXAMPLE / "schema.yaml")
     assert EntityStore(service.store).load([ENTITIES]).ok
     token = new_token("fuzz", ["read", "write"], folder / "tokens.yml")
@@ -110,7 +124,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         for route in ("", "/events", "/deliveries"):
             held[f"{API}/subscriptions/{{subscription_id}}{route}"] = [(subscription,)]
         yield Server(url, token, held)
-    service.close()
 
 
 @pytest.fixture(scope="module")

@@ -211,3 +211,18 @@ def test_a_privacy_request_status_not_known_is_a_400_naming_the_known_ones(url: 
     response = requests.get(f"{url}{API}/privacy/requests", params={"status": "x"}, timeout=10)
     assert response.status_code == 400
     assert response.json() == {"error": "a request status is one of pending, running, done, failed, not 'x'"}
+
+
+def test_a_nul_character_in_a_url_is_a_400_on_either_backend(store: LineageStore) -> None:
+    """PostgreSQL cannot look up a NUL character: such a URL was a 500 there, and no name holds one."""
+    with serve_in_thread(create_app(Tracelake(store), ApiSettings(subscription_interval=None))) as url:
+        for path, where in [
+            (f"{API}/search?q=a%00", "q"),
+            (f"{API}/lineage?node=a%00&node=b", "node"),
+            (f"{API}/nodes/a%00", "path"),
+            ("/api/v1/namespaces/a%00/jobs", "path"),
+            ("/api/v1/lineage?nodeId=dataset:a%00:b", "nodeId"),
+        ]:
+            response = requests.get(url + path, timeout=30)
+            assert response.status_code == 400, (path, response.text[:200])
+            assert response.json() == {"error": "a NUL character (%00) is in no name", "path": where}

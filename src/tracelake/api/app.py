@@ -81,6 +81,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
         title="Tracelake",
         description="Privacy-aware data lineage: OpenLineage in, lineage, labels and policies out.",
         version="0.1.0",
+        dependencies=[Depends(_no_nul)],
     )
     app.state.service = service
     app.state.settings = settings
@@ -137,6 +138,16 @@ def require(scope: TokenScope) -> Callable[[Request], Awaitable[None]]:
 async def actor_of(request: Request) -> str:
     """Who a change is recorded under: the token's name, or `api` without tokens."""
     return getattr(request.state, "actor", "api")
+
+
+async def _no_nul(request: Request) -> None:
+    """A URL naming a NUL character (`%00`) is a 400: no name holds one (JSON bodies holding one
+    are refused), and PostgreSQL cannot even look one up."""
+    if "\x00" in request.scope["path"]:
+        raise RequestError("a NUL character (%00) is in no name", "path")
+    for name, value in request.query_params.multi_items():
+        if "\x00" in name or "\x00" in value:
+            raise RequestError("a NUL character (%00) is in no name", name.replace("\x00", "%00"))
 
 
 READ = Depends(require("read"))
