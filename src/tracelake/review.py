@@ -21,7 +21,7 @@ from tracelake.graph.propagate import Propagation, PropagationRules, propagate
 from tracelake.model import Confidence
 from tracelake.service import Tracelake
 from tracelake.store.facts import asset_facts
-from tracelake.store.labels import LabelAssignment, LabelChanges, LabelStore
+from tracelake.store.labels import MAX_LABEL, LabelAssignment, LabelChanges, LabelStore
 from tracelake.store.reads import NO_READS
 
 
@@ -69,6 +69,7 @@ class Review:
 
     def declare(self, node: str, labels: list[str]) -> tuple[str, tuple[str, ...]]:
         """Declare labels on a node; returns its URN and every label it now declares."""
+        _assignable(labels)
         [urn] = self.service.resolve([node])
         return urn, self.labels.declare(urn, labels)
 
@@ -103,6 +104,7 @@ class Review:
         self, label: str, sources: list[str] | None, *, threshold: Confidence = Confidence.HIGH, actor: str
     ) -> Round:
         """Start a session from `sources` (default: every node declaring `label`); runs round one."""
+        _assignable([label])
         if sources:
             starts = self.service.resolve(sources)
         else:
@@ -185,3 +187,11 @@ class Review:
             HotAsset(urn, score, counts.get(urn, NO_READS).runs, counts.get(urn, NO_READS).readers)
             for urn, score in hotness(self.service.index(), reads=votes)[:limit]
         ]
+
+
+def _assignable(labels: list[str]) -> None:
+    """Refuse a label longer than an assignment can hold: declared, it would fail the propagation
+    that spreads it (on PostgreSQL; SQLite holds any length), and a session could not be saved."""
+    for label in labels:
+        if len(label) > MAX_LABEL:
+            raise ReviewError(f"a label is at most {MAX_LABEL} characters, not {len(label):,}")

@@ -24,6 +24,7 @@ from tracelake.store.sqlstore import LineageStore
 
 INFERRED = "inferred"
 CONFIRMED = "confirmed"
+MAX_LABEL = s.label_assignments.c.label.type.length  # the longest label an assignment can hold
 
 
 @dataclass(frozen=True)
