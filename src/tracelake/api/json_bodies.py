@@ -73,23 +73,33 @@ def _is_json(content_type: str | None) -> bool:
 
 
 def _refused(document: Any) -> tuple[str, str] | None:
-    """Why and where (a JSON path) `document` cannot be taken, or None; without recursion."""
-    if not isinstance(document, dict | list):
+    """Why and where (a JSON path) `document` cannot be taken, or None. Without recursion, and
+    inline: it runs on every event ingested (each container keeps a link to its parent rather than
+    its path, which is spelled out only for the one at fault)."""
+    if type(document) is not dict and type(document) is not list:
         reason = _scalar_refused(document)
         return None if reason is None else (reason, "$")
-    stack: list[tuple[dict[str, Any] | list[Any], tuple[str | int, ...]]] = [(document, ())]
+    stack: list[tuple[Any, int, Any]] = [(document, 0, None)]
     while stack:
-        value, steps = stack.pop()
-        if len(steps) > MAX_NESTING:
-            return _TOO_DEEP, _path(steps)
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for step, item in items:
-            container = isinstance(item, dict | list)
-            reason = _scalar_refused(step) or (None if container else _scalar_refused(item))
-            if reason is not None:
-                return reason, _path((*steps, step))
-            if container:
-                stack.append((item, (*steps, step)))
+        value, depth, link = stack.pop()
+        if depth > MAX_NESTING:
+            return _TOO_DEEP, _path(link)
+        for step, item in value.items() if type(value) is dict else enumerate(value):
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1, (link, step)))
+            # the cheap tests first: they spare nearly every value and key a closer look
+            elif (
+                (kind is str and ("\x00" in item or not item.isascii()))
+                or (kind is float and not math.isfinite(item))
+            ) and (reason := _scalar_refused(item)) is not None:
+                return reason, _path((link, step))
+            if (
+                type(step) is str
+                and ("\x00" in step or not step.isascii())
+                and (reason := _scalar_refused(step)) is not None
+            ):
+                return reason, _path((link, step))
     return None
 
 
@@ -109,10 +119,17 @@ _TOO_DEEP = f"the body nests deeper than {MAX_NESTING} levels"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _path(steps: tuple[str | int, ...]) -> str:
-    """`$.a[0].b`, the first eight steps of it (then `…`), keys escaped where they are not Unicode."""
-    shown = "".join(
-        f"[{step}]" if isinstance(step, int) else "." + step.encode("utf-8", "backslashreplace").decode()
-        for step in steps[:8]
-    )
+def _path(link: Any) -> str:
+    """`$.a[0].b` from a chain of (parent link, step) pairs: its first eight steps (then `…`), keys
+    escaped where they are not Unicode."""
+    steps: list[str | int] = []
+    while link is not None:
+        link, step = link
+        steps.append(step)
+    steps.reverse()
+    shown = "".join(f"[{step}]" if isinstance(step, int) else "." + _shown(step) for step in steps[:8])
     return f"${shown}{'…' if len(steps) > 8 else ''}"
+
+
+def _shown(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000")
