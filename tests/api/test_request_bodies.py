@@ -230,6 +230,39 @@ def test_a_nul_character_in_a_url_is_a_400_on_either_backend(store: LineageStore
             assert response.json() == {"error": "a NUL character (%00) is in no name", "path": where}
 
 
+@pytest.mark.parametrize("moment", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_a_time_with_no_utc_equivalent_is_a_422_on_every_route_that_takes_one(url: str, moment: str) -> None:
+    """Each was a 500 (an OverflowError) where the time was first compared with one in UTC."""
+    node = {"node": "dating.user_profile"}
+    for method, path, where, given in [
+        ("GET", f"{API}/lineage", "as_of", node),
+        ("GET", f"{API}/impact", "as_of", node),
+        ("GET", f"{API}/paths", "as_of", {"source": "a", "target": "b"}),
+        ("GET", f"{API}/nodes/dating.user_profile", "as_of", {}),
+        ("GET", f"{API}/diff", "since", {}),
+        ("GET", f"{API}/diff", "until", {"since": "2024-01-01"}),
+        ("GET", f"{API}/readers", "since", node),
+        ("GET", f"{API}/readers", "until", node),
+        ("GET", f"{API}/entities/words_count/status", "at", {}),
+        ("GET", "/api/v1/events/lineage", "before", {}),
+        ("GET", "/api/v1/events/lineage", "after", {}),
+        ("POST", f"{API}/lineage", "as_of", {"node": ["dating.user_profile"]}),
+        (
+            "POST",
+            f"{API}/entities/words_count/taint",
+            "until",
+            {"from": "2024-01-01", "to": "2024-01-02", "reason": "x"},
+        ),
+    ]:
+        if method == "GET":
+            response = requests.get(url + path, params={**given, where: moment}, timeout=30)
+        else:
+            response = requests.post(url + path, json={**given, where: moment}, timeout=30)
+        assert response.status_code == 422, (path, where, response.text[:200])
+        [error] = response.json()["detail"]
+        assert error["loc"][-1] == where and "has no UTC equivalent" in error["msg"]
+
+
 # ---------------------------------------------------------------- strings longer than the store's columns
 
 LONG = "L" * 3000

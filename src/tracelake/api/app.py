@@ -11,18 +11,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import AfterValidator
 
 from tracelake.api.auth import Scope as TokenScope
 from tracelake.api.auth import Tokens
 from tracelake.api.encoding import RequestBodies
 from tracelake.batch_json import BatchError
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import UrnError
+from tracelake.model import UrnError, as_utc
 from tracelake.privacy.search import RequestError as PrivacyRequestError
 from tracelake.review import NotStable, ReviewError, UnknownSession
 from tracelake.service import Tracelake
@@ -45,6 +47,18 @@ class ApiSettings:
     # Hosts, addresses and networks (10.0.0.0/8) webhooks may reach though they are not public.
     webhook_allow: tuple[str, ...] = ()
     listen_host: str | None = None  # where the server listens: webhooks may not reach it unless allowed
+
+
+def _in_utc(moment: datetime) -> datetime:
+    try:
+        return as_utc(moment)
+    except OverflowError:  # within hours of year 1 or 9999, with an offset that crosses the edge
+        raise ValueError("the time has no UTC equivalent (years 1 to 9999)") from None
+
+
+# Every time a route takes is in UTC from the start (a naive one taken as UTC, as everywhere); one
+# that has no UTC equivalent is a 422, where it was a 500 in whatever compared it.
+Moment = Annotated[datetime, AfterValidator(_in_utc)]
 
 
 class RequestError(ValueError):

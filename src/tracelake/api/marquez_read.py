@@ -36,7 +36,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match
 from starlette.types import Scope
 
-from tracelake.api.app import READ, RequestError, get_service
+from tracelake.api.app import READ, Moment, RequestError, get_service
 from tracelake.api.marquez import (
     _dataset_id,
     _job_id,
@@ -47,7 +47,6 @@ from tracelake.api.marquez import (
     process_of_job,
 )
 from tracelake.graph.index import GraphIndex, UnknownNodeError
-from tracelake.model import as_utc
 from tracelake.names import DatasetName, asset_urn, dataset_of
 from tracelake.service import Tracelake
 from tracelake.store import LineageStore
@@ -312,8 +311,8 @@ def list_tags(service: Service, limit: Limit = 100, offset: Offset = 0) -> dict[
 @router.get("/events/lineage", dependencies=[READ])
 def list_lineage_events(
     service: Service,
-    before: datetime | None = None,
-    after: datetime | None = None,
+    before: Moment | None = None,
+    after: Moment | None = None,
     sort_direction: Annotated[str, Query(alias="sortDirection")] = "desc",
     limit: Limit = 100,
     offset: Offset = 0,
@@ -323,8 +322,8 @@ def list_lineage_events(
     direction = _choice(sort_direction, ("ASC", "DESC"), "sortDirection")
     events, total = stored.list_events(
         service.store,
-        after=as_utc(after) if after else None,
-        before=as_utc(before) if before else None,
+        after=after,
+        before=before,
         descending=direction == "DESC",
         limit=limit,
         offset=offset,

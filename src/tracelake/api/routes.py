@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
-from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
+from tracelake.api.app import READ, WRITE, Moment, RequestError, get_commits, get_service
 from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.batch_json import batch_from_json
 from tracelake.model import Confidence, Signal, Transformation
@@ -33,7 +33,7 @@ class Filters(BaseModel):
     """The traversal knobs, shared by lineage and impact (query string or JSON body)."""
 
     depth: int | None = Field(None, ge=0, le=1000)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
     min_confidence: Confidence | None = None
     signal: list[Signal] = []
     transformation: list[Transformation] = []
@@ -99,7 +99,7 @@ def paths(
 
 
 @router.get("/nodes/{name:path}", dependencies=[READ])
-def node(service: Service, name: str, as_of: datetime | None = None) -> dict[str, Any]:
+def node(service: Service, name: str, as_of: Moment | None = None) -> dict[str, Any]:
     """One node: its properties, fields, and the edges into and out of it now (or at `as_of`)."""
     return service.show(name, as_of=as_of).to_json()
 
@@ -108,8 +108,8 @@ def node(service: Service, name: str, as_of: datetime | None = None) -> dict[str
 def readers(
     service: Service,
     node: str,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Moment | None = None,
+    until: Moment | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> dict[str, Any]:
     """Who read a table without writing from it (SELECT-only queries, Spark counts): the reads
@@ -136,7 +136,7 @@ def search(
 
 
 @router.get("/diff", dependencies=[READ])
-def diff(service: Service, since: datetime, until: datetime | None = None) -> dict[str, Any]:
+def diff(service: Service, since: Moment, until: Moment | None = None) -> dict[str, Any]:
     """Edges added and removed between two moments."""
     changes = service.diff(since, until or datetime.now(since.tzinfo))
     return {

@@ -12,14 +12,13 @@ marks the status table only.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.app import READ, WRITE, Moment, RequestError, actor_of, get_service
 from tracelake.api.json_bodies import JsonBodyRoute
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.search import RequestError as PrivacyRequestError
@@ -37,7 +36,7 @@ class TaintRequest(BaseModel):
     start: str = Field(..., alias="from", description="start of the wrong data (ISO; local to the entity)")
     end: str = Field(..., alias="to", description="end of the wrong data, exclusive")
     reason: str = Field(..., min_length=1)
-    until: datetime | None = None
+    until: Moment | None = None
     apply: bool = False
 
 
@@ -62,7 +61,7 @@ def status(
     name: str,
     start: Annotated[str | None, Query(alias="from")] = None,
     end: Annotated[str | None, Query(alias="to")] = None,
-    at: datetime | None = None,
+    at: Moment | None = None,
 ) -> list[dict[str, Any]]:
     """Instances starting in [from, to): states, valid or tainted, why, by whom, when."""
     entity, rows = EntityOperations(service.store).status(name, start=start, end=end, at=at)
