@@ -174,3 +174,48 @@ def test_a_device_is_refused_before_it_is_read(tmp_path: Path) -> None:
 
     assert code == 2
     assert one_error_line(err) == "error: /dev/zero: not a regular file"
+
+
+@pytest.mark.parametrize(
+    ("command", "suffix", "code", "says"),
+    [
+        (("ingest", "openlineage"), ".jsonl", 3, "problem: {path}:$: not JSON: nested too deep"),
+        (("ingest", "configs"), ".yaml", 3, "skipped: {path}: cannot read the config: it nests too deep"),
+        (("entities", "load"), ".yml", 1, "error: {path}: not valid YAML: it nests too deep"),
+        (("token", "add", "ci", "--tokens"), ".yml", 2, "error: {path}: not valid YAML: it nests too deep"),
+    ],
+)
+def test_input_nested_deeper_than_python_recurses_is_refused_in_one_line(
+    tmp_path: Path, command: tuple[str, ...], suffix: str, code: int, says: str
+) -> None:
+    path = tmp_path / f"deep{suffix}"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+
+    store = [] if command[0] == "token" else ["--db", str(tmp_path / "lineage.db")]
+    exit_code, _, err = run(*command, str(path), *store, columns=250)
+
+    assert exit_code == code and "Traceback" not in err
+    assert says.format(path=path) in err.splitlines()
+
+
+def test_entities_load_of_a_file_that_is_not_text_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "entities.yml"
+    path.write_bytes("- name: caf\xe9\n".encode("latin-1"))
+
+    code, _, err = run("entities", "load", str(path), "--db", str(tmp_path / "lineage.db"), columns=250)
+
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {path}: not UTF-8 text (at byte 11)",
+        "error: nothing stored: 1 problem(s)",
+    ]
+
+
+def test_token_add_through_a_symlink_loop_is_refused(tmp_path: Path) -> None:
+    loop = tmp_path / "tokens.yml"
+    loop.symlink_to(loop)
+
+    code, _, err = run("token", "add", "ci", "--tokens", str(loop))
+
+    assert code == 2
+    assert one_error_line(err).startswith(f"error: {loop}: cannot read it (")

@@ -85,7 +85,7 @@ def load_command(
     if not found.ok:
         for problem in found.problems:
             print_error(str(problem))
-        err.print(f"{len(found.problems)} problem(s): nothing stored", highlight=False)
+        print_error(f"nothing stored: {len(found.problems)} problem(s)")
         raise typer.Exit(1)
     out.print(f"stored {len(found.entities)} entities", highlight=False)
 

@@ -172,3 +172,17 @@ def test_a_device_is_refused_not_read(tmp_path: Path) -> None:
     c = collect_path(Path("/dev/zero"))
 
     assert [(p.source, p.reason) for p in c.problems] == [("/dev/zero", "not a regular file")]
+
+
+def test_a_file_that_is_no_log_at_all_is_one_problem_not_one_a_line(tmp_path: Path) -> None:
+    """A 200,000-line script named .jsonl: stopped after 1,000 lines that are not JSON."""
+    log = tmp_path / "etl.jsonl"
+    log.write_text("INSERT INTO d.t SELECT\n" + "  a,\n" * 200_000 + "  a FROM d.s;\n")
+
+    c = collect_path(log)
+
+    assert [p.reason for p in c.problems] == [
+        "not a JSON object: Expecting value",
+        "not a query log: its first 1,000 lines are not JSON; stopped",
+    ]
+    assert c.batches == []

@@ -76,14 +76,18 @@ class Tokens:
         return found
 
 
-def _token_document(path: Path) -> dict[str, Any]:
+def _token_document(path: Path, *, missing_ok: bool = False) -> dict[str, Any]:
     """The token file's YAML mapping, or a TokenFileError saying why it is not one."""
     try:
         document = yaml.safe_load(read_text(path))
     except FileNotFoundError:
+        if missing_ok:
+            return {}
         raise TokenFileError(f"{path}: no such token file") from None
     except TextFileError as error:
         raise TokenFileError(str(error)) from None
+    except RecursionError:
+        raise TokenFileError(f"{path}: not valid YAML: it nests too deep") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -99,7 +103,7 @@ def new_token(name: str, scopes: list[Scope], path: Path) -> str:
     """Add a fresh token to the file (created if missing); returns the token, shown only once."""
     token = f"tl_{secrets.token_urlsafe(32)}"
     # A file that is there but unreadable, or not a token file, is refused rather than replaced.
-    document = _token_document(path) if path.exists() else {}
+    document = _token_document(path, missing_ok=True)
     if not isinstance(document.get("tokens", []), list):
         raise TokenFileError(f"{path}: `tokens:` should be a list")
     document.setdefault("tokens", []).append({"name": name, "sha256": digest(token), "scopes": list(scopes)})

@@ -105,6 +105,8 @@ def load_shapes(path: Path) -> list[ConfigShape]:
         document = yaml.safe_load(read_text(path)) or {}
     except TextFileError as error:
         raise ValueError(str(error)) from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid YAML: it nests too deep") from None
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid YAML: {_first_line(error)}") from None
     entries = document.get("shapes", []) if isinstance(document, dict) else document
@@ -140,6 +142,9 @@ def collect_configs(paths: Iterable[Path], shapes: Sequence[ConfigShape] = ()) -
             collection.configs += 1
             try:
                 document = _read(file)
+            except RecursionError:
+                collection.problems.append(Problem(str(file), "cannot read the config: it nests too deep"))
+                continue
             except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as error:
                 reason = f"cannot read the config: {_first_line(error)}"
                 collection.problems.append(Problem(str(file), reason))

@@ -60,7 +60,7 @@ def batches_from_log(lines: Iterable[str | Problem], source: str) -> Iterator[Li
 def _one_value(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -71,6 +71,9 @@ def _from_line(line: str, number: int, source: str) -> Iterator[LineageBatch]:
         value = json.loads(line)
     except ValueError as error:
         yield _refused(source, where, f"not JSON: {error}")
+        return
+    except RecursionError:
+        yield _refused(source, where, "not JSON: nested too deep")
         return
     if _is_page(value):
         for index, event in enumerate(value["events"]):
@@ -84,6 +87,9 @@ def _from_document(text: str, source: str) -> Iterator[LineageBatch]:
         value = json.loads(text)
     except ValueError as error:
         yield _refused(source, "$", f"not JSON lines, a JSON array nor a page of events: {error}")
+        return
+    except RecursionError:
+        yield _refused(source, "$", "not JSON: nested too deep")
         return
     if isinstance(value, list):
         events, prefix = value, "$"

@@ -107,6 +107,8 @@ class SchemaCatalog:
             raise SchemaFileError(
                 f"{path}: not a valid schema file ({_format_name(path)}): {error}"
             ) from error
+        except RecursionError:
+            raise SchemaFileError(f"{path}: not a valid schema file: it nests too deep") from None
         if data is None:
             return cls(default_db=default_db)
         try:

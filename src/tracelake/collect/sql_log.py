@@ -70,10 +70,21 @@ def _entries(handle: BinaryIO, source: str, reading: LogReading) -> Iterator[Log
             yield entry
 
 
+# Lines that are all not JSON before this many: the file is not a query log at all.
+NOT_A_LOG_AFTER = 1000
+
+
 def _json_items(handle: BinaryIO, source: str, reading: LogReading) -> Iterator[tuple[int, Any, str]]:
     """(entry number, parsed JSON, its text) for each entry: JSON lines, or one JSON array."""
-    first = True
+    first, read = True, 0
     for line in read_lines(handle, source):
+        if not read and reading.rejected >= NOT_A_LOG_AFTER:
+            # a script or a data file given as a log: one problem, not one per line
+            reading.problems = reading.problems[:1]
+            reading.problems.append(
+                Problem(source, f"not a query log: its first {NOT_A_LOG_AFTER:,} lines are not JSON; stopped")
+            )
+            return
         if isinstance(line, Problem):
             # one line that is not text costs that entry alone
             reading.rejected += 1
@@ -87,7 +98,9 @@ def _json_items(handle: BinaryIO, source: str, reading: LogReading) -> Iterator[
             return
         first = False
         try:
-            yield line.number, json.loads(line.text), line.text
+            item = json.loads(line.text)
+            read += 1
+            yield line.number, item, line.text
         except json.JSONDecodeError as error:
             reading.rejected += 1
             reading.problems.append(

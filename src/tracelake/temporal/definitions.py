@@ -114,8 +114,12 @@ def _read_file(file: Path, found: Definitions) -> None:
         return
     except TextFileError as error:
         found.problems.append(Problem(source, error.reason))
+        return
     except OSError as error:
         found.problems.append(Problem(source, f"cannot read the file: {error.strerror or error}"))
+        return
+    except RecursionError:  # PyYAML recurses once a level of nesting
+        found.problems.append(Problem(source, "not valid YAML: it nests too deep"))
         return
     if isinstance(document, dict) and "entities" in document:
         document = document["entities"]
