@@ -5,7 +5,9 @@ one observation of its processes at `observed_at`; a process whose edges are unc
 has its `last_seen` moved, one whose content changed gets a new version that closes the old
 edges at that time. Observations may arrive out of order: a late one splits the version that
 covered its time. The same code runs on SQLite (the embedded default, in WAL mode) and on
-PostgreSQL through psycopg 3.
+PostgreSQL through psycopg 3, for any number of writing processes at once: the schema is created
+under a lock, an ingest locks its nodes in one order, and a transaction the database gave up over
+a lock is run again (docs/decisions.md, "Many writers").
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import random
+import sqlite3
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -52,6 +57,13 @@ DEFAULT_DB_PATH = Path(".tracelake") / "lineage.db"
 OPEN_END = np.iinfo(np.int64).max  # valid_to of an open version, in loaded arrays
 # Keeps IN (...) lists under every backend's bound-parameter limit.
 _CHUNK = 5000
+# What the database gave up over a lock (an ingest, switching SQLite to WAL) is run this many
+# times in all before its error is raised (`_until_won`).
+_ATTEMPTS = 5
+# PostgreSQL's advisory lock key for creating the schema: any constant, the same in every process.
+_SCHEMA_LOCK = 0x7472616365  # "trace"
+_SQLITE_BUSY = 5  # SQLite's primary result code for a lock it could not get
+_T = TypeVar("_T")
 
 SIGNAL_CODES = {signal: code for code, signal in enumerate(Signal)}
 TRANSFORMATION_CODES = {t: code for code, t in enumerate(Transformation)}
@@ -243,24 +255,32 @@ class LineageStore:
             raise StoreError(f"{shown}: its database driver is not installed ({error})") from None
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        s.metadata.create_all(self.engine)
-        self._backfill_observations()
         self._ids: dict[str, int] = {}
+        self._prepare()
 
-    def _backfill_observations(self) -> None:
-        """A store from before observations were kept: each version's start was one."""
-        o, v = s.process_observations, s.process_versions
-        with self.engine.begin() as conn:
-            if conn.execute(sa.select(o.c.at).limit(1)).first() is not None:
+    def _prepare(self) -> None:
+        """Create the tables the store lacks and backfill observations, whoever else opens it now.
+
+        Checked first without a lock, so that opening a ready store (every command) writes
+        nothing and waits for no writer; then, if anything is to do, checked again and done
+        under the schema lock, which makes processes opening a new store at once take turns.
+        """
+        with self.engine.connect() as conn:
+            if not _setup_due(conn):
                 return
-            if conn.execute(sa.select(v.c.valid_from).limit(1)).first() is None:
-                return
-            conn.execute(
-                o.insert().from_select(
-                    ["process_id", "at", "content_hash", "first_seen"],
-                    sa.select(v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.first_seen),
+        with self.engine.connect() as conn:
+            _lock_schema(conn)
+            s.metadata.create_all(conn)  # checks each table first: a turn before ours made them
+            if _backfill_due(conn):
+                # a store from before observations were kept: each version's start was one
+                o, v = s.process_observations, s.process_versions
+                conn.execute(
+                    o.insert().from_select(
+                        ["process_id", "at", "content_hash", "first_seen"],
+                        sa.select(v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.first_seen),
+                    )
                 )
-            )
+            conn.commit()
 
     @property
     def backend(self) -> str:
@@ -280,12 +300,27 @@ class LineageStore:
     def ingest(
         self, batches: LineageBatch | Iterable[LineageBatch], *, now: datetime | None = None
     ) -> IngestReport:
-        """Write batches in one transaction; the same batches twice add nothing but last_seen."""
+        """Write batches in one transaction; the same batches twice add nothing but last_seen.
+
+        A transaction the database gave up over a lock (a deadlock, a serialization failure,
+        SQLite busy) is run again whole, up to `_ATTEMPTS` times: it wrote nothing, and the
+        same batches at the same `now` make the same rows (observations are keyed by process
+        and instant, not counted), so a retried ingest is the ingest it would have been.
+        """
         batch_list = [batches] if isinstance(batches, LineageBatch) else list(batches)
         now_us = to_micros(now or utcnow())
+        return _until_won(lambda: self._ingest_once(batch_list, now_us))
+
+    def _ingest_once(self, batch_list: list[LineageBatch], now_us: int) -> IngestReport:
         report = IngestReport()
         try:
             with self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    # The write lock from the start (waiting up to busy_timeout). Left to
+                    # itself the driver begins the transaction at the first write, and what the
+                    # ingest read before it (which nodes exist, their labels) another writer
+                    # could change in between.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
                 ids = self._upsert_nodes(conn, batch_list, now_us, report)
                 self._write_versions(conn, batch_list, ids, now_us, report)
                 self._write_column_orders(conn, batch_list, ids, now_us)
@@ -363,6 +398,16 @@ class LineageStore:
             [(urn, "field", p.asset_kind, ids[p.asset], now_us, now_us) for urn, p in field_assets.items()],
         )
         report.nodes = len(assets) + len(fields) + len(processes) + len(unnamed)
+        if conn.dialect.name == "postgresql":
+            # Every node this ingest writes (and every process whose versions it re-derives) is
+            # locked here, in id order, before any is updated: concurrent ingests then wait for
+            # each other in one order instead of deadlocking, and one reads a process's versions
+            # only once another writing them has committed. FOR NO KEY UPDATE, as an UPDATE of
+            # these columns would take: the foreign-key checks of other writers' edges and
+            # fields (KEY SHARE) still pass. SQLite needs none: its writers take turns whole.
+            touched = {ids[urn] for urn in itertools.chain(assets, fields, processes, unnamed)}
+            for chunk in _chunks(sorted(touched)):
+                conn.execute(_LOCK_NODES, {"ids": list(chunk)})
         self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
         for chunk in _chunks([ids[urn] for urn in unnamed]):
             conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
@@ -377,10 +422,20 @@ class LineageStore:
             return
         self._resolve_ids(conn, [r[0] for r in rows])
         missing = [r for r in rows if r[0] not in self._ids]
-        if missing:
-            columns = ("urn", "node_type", "kind", "parent_id", "first_seen", "last_seen")
-            _driver_insert(conn, s.nodes, columns, missing, on_conflict="(urn) DO NOTHING")
-            self._resolve_ids(conn, [r[0] for r in missing])
+        if not missing:
+            return
+        urns = [r[0] for r in missing]
+        columns: tuple[str, ...] = ("urn", "node_type", "kind", "parent_id", "first_seen", "last_seen")
+        if conn.dialect.name == "postgresql":
+            # Inserted in URN order: writers inserting the same new nodes then wait for each
+            # other (PostgreSQL holds a new key until its transaction ends) in one order, never
+            # each for the other. Their ids are drawn first, in the order the nodes were seen,
+            # so that ids still follow first sight, as on SQLite (whose writers take turns).
+            drawn = sorted(conn.exec_driver_sql(_DRAW_NODE_IDS, (len(missing),)).scalars())
+            missing = sorted(((i, *row) for i, row in zip(drawn, missing, strict=True)), key=lambda r: r[1])
+            columns = ("id", *columns)
+        _driver_insert(conn, s.nodes, columns, missing, on_conflict="(urn) DO NOTHING")
+        self._resolve_ids(conn, urns)
 
     def _resolve_ids(self, conn: sa.Connection, urns: Sequence[str]) -> None:
         unknown = [u for u in dict.fromkeys(urns) if u not in self._ids]
@@ -1056,6 +1111,13 @@ _NODE_VALUES = sa.select(
     s.nodes.c.properties,
     s.nodes.c.data_type,
 ).where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
+_DRAW_NODE_IDS = "SELECT nextval(pg_get_serial_sequence('nodes', 'id')) FROM generate_series(1, %s)"
+_LOCK_NODES = (
+    sa.select(s.nodes.c.id)
+    .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(s.nodes.c.id)
+    .with_for_update(key_share=True)
+)
 _NODES_SEEN = (
     s.nodes.update()
     .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
@@ -1212,11 +1274,65 @@ def _valid_at(moment_us: int) -> sa.ColumnElement[bool]:
     return sa.and_(e.c.valid_from <= moment_us, sa.or_(e.c.valid_to.is_(None), e.c.valid_to > moment_us))
 
 
+def _setup_due(conn: sa.Connection) -> bool:
+    """Whether the store lacks a table, or observations to backfill."""
+    missing = set(s.metadata.tables) - set(sa.inspect(conn).get_table_names())
+    return bool(missing) or _backfill_due(conn)
+
+
+def _backfill_due(conn: sa.Connection) -> bool:
+    """Versions but no observation: a store from before observations were kept."""
+    o, v = s.process_observations, s.process_versions
+    if conn.execute(sa.select(o.c.at).limit(1)).first() is not None:
+        return False
+    return conn.execute(sa.select(v.c.valid_from).limit(1)).first() is not None
+
+
+def _lock_schema(conn: sa.Connection) -> None:
+    """Begin `conn`'s transaction holding the store's one schema lock, until it ends.
+
+    Two processes creating the same tables at once otherwise both find them missing: SQLite
+    then refuses the second CREATE ("table nodes already exists"), PostgreSQL even with IF NOT
+    EXISTS (a duplicate key in its catalog). SQLite's lock is its write lock, PostgreSQL's an
+    advisory lock in the transaction that creates the tables (DDL is transactional in both).
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _until_won(run: Callable[[], _T]) -> _T:
+    """`run()`, run again while the database gives it up over a lock, up to `_ATTEMPTS` runs.
+
+    Given up over a lock: PostgreSQL's deadlock_detected or serialization_failure, SQLite's
+    SQLITE_BUSY (whatever its extended code). Between runs it waits 0.05–0.1 s, doubling each
+    time, jittered so that writers that collided do not collide again in step.
+    """
+    attempt = 1
+    while True:
+        try:
+            return run()
+        except (sa.exc.DBAPIError, sqlite3.OperationalError) as error:
+            cause = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+            lost = getattr(cause, "sqlstate", None) in ("40P01", "40001") or (
+                (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
+            )
+            if attempt >= _ATTEMPTS or not lost:
+                raise
+        time.sleep(random.uniform(0.5, 1.0) * 0.1 * 2 ** (attempt - 1))
+        attempt += 1
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # First, so that the statements after it wait for a lock too. A minute: writers queue for
+    # SQLite's one write lock, and one behind a few large ingests waits for all of them.
+    cursor.execute("PRAGMA busy_timeout=60000")
+    # Of connections switching a new file to WAL at once, SQLite fails the others at once rather
+    # than waiting (as it would for a write); the switch is made once, and stays.
+    _until_won(lambda: cursor.execute("PRAGMA journal_mode=WAL"))
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
     # The commit that takes the WAL past this many pages copies it into the database first.
     # SQLite's default, 1,000 (4 MB), made one commit in a dozen pay for it under a steady
     # stream of small transactions (the server's): 4,000 took OpenLineage ingest over HTTP
