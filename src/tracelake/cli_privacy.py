@@ -207,16 +207,16 @@ def delete_command(
 def run_command(
     kind: Annotated[str, typer.Argument(help="access or delete")],
     egress: EgressOption = DEFAULT_EGRESS,
-    resume: Annotated[bool, typer.Option(help="Also take requests a run that died left running")] = False,
     max_ids: Annotated[int, typer.Option(help="User ids per sub-job")] = MAX_IDS,
     max_files: Annotated[int | None, typer.Option(help="Data files one Spark pass may read")] = None,
     max_gb: Annotated[float | None, typer.Option(help="Gigabytes one Spark pass may read")] = None,
     db: DbOption = None,
 ) -> None:
-    """Run every queued request of a kind, in batches (sub-jobs bounded by ids, files, bytes)."""
+    """Run every queued request of a kind, in batches (sub-jobs bounded by ids, files, bytes),
+    after finishing any request a run that died left running."""
     bounds = Bounds(max_files, None if max_gb is None else int(max_gb * 1e9))
     with LineageStore(db) as store:
-        _run(store, kind, egress, resume=resume, max_ids=max_ids, bounds=bounds)
+        _run(store, kind, egress, max_ids=max_ids, bounds=bounds)
 
 
 @privacy_app.command("requests")
@@ -282,8 +282,15 @@ def _submit_and_run(
     who = requester or getpass.getuser()
     with LineageStore(db) as store, _user_errors():
         queue = RequestQueue(store)
+        # An id already asked for by an open request is that request (finished below if a run
+        # that died left it), never a second one.
+        again = [queue.open_request(kind, [value], datasets) for value in ids]
         submitted = [queue.submit(kind, [value], requester=who, datasets=datasets) for value in ids]
-        out.print(f"queued {len(submitted)} {kind} request{'s' if len(submitted) != 1 else ''}")
+        new = len(submitted) - sum(1 for request in again if request is not None)
+        out.print(f"queued {new} {kind} request{'s' if new != 1 else ''}", highlight=False)
+        for request in again:
+            if request is not None:
+                out.print(f"{request.id} already asks for this id ({request.status})", highlight=False)
         if not queue_only:
             _run(store, kind, egress or DEFAULT_EGRESS)
 
@@ -293,7 +300,6 @@ def _run(
     kind: str,
     egress: Path,
     *,
-    resume: bool = False,
     max_ids: int = MAX_IDS,
     bounds: Bounds | None = None,
 ) -> None:
@@ -316,7 +322,7 @@ def _run(
             bar.update(task, total=total, completed=number - 1, description=f"{kind}: {job.ids} ids")
 
         report = run_requests(
-            spark, store, kind, egress=egress, resume=resume, max_ids=max_ids, bounds=bounds, progress=advance
+            spark, store, kind, egress=egress, max_ids=max_ids, bounds=bounds, progress=advance
         )
         bar.update(task, completed=bar.tasks[0].total or 0)
     _print_run(kind, report, egress)
@@ -332,7 +338,7 @@ def _print_run(kind: str, report: RunReport, egress: Path) -> None:
     for request_id, receipt in report.receipts.items():
         table.add_row(
             request_id,
-            "done",
+            f"done (resumed {receipt.kind}: its run had died)" if request_id in report.resumed else "done",
             str(len(receipt.datasets)),
             str(sum(scan.read for scan in receipt.datasets)),
             str(sum(scan.skipped for scan in receipt.datasets)),
@@ -342,7 +348,7 @@ def _print_run(kind: str, report: RunReport, egress: Path) -> None:
     for request_id, error in report.failed.items():
         table.add_row(request_id, f"[red]failed[/red]: {error}", "", "", "", "", "")
     out.print(table)
-    if kind == "access" and report.done:
+    if any(receipt.kind == "access" for receipt in report.receipts.values()):
         out.print(f"records and receipts under {egress.absolute()}/<request>/")
     if report.failed:
         raise typer.Exit(1)

@@ -6,8 +6,15 @@ The dataset has 400 rows, id 0…399: `user_id` is "u" + (id mod 40), so "u3" ow
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +22,10 @@ from typer.testing import CliRunner
 
 from tracelake.cli import app
 from tracelake.privacy import write
+from tracelake.privacy.index import INDEX_DIR, STAGING_DIR
+from tracelake.privacy.queue import RequestQueue
 from tracelake.privacy.requests import dataset_slug
+from tracelake.store import LineageStore
 
 pytestmark = pytest.mark.usefixtures("spark")
 
@@ -119,6 +129,7 @@ def test_a_malformed_id_file_is_refused_before_anything_runs(
         (["privacy", "delete", "--user", "u1", "--users", "x.txt"], "either --user ID or --users FILE"),
         (["privacy", "delete", "--user", "u1", "--dataset", "/no/such/lake"], "does not exist"),
         (["privacy", "run", "erase"], "kind must be access or delete"),
+        (["privacy", "declare", "/no/such/lake", "-i", "user_id"], "dataset /no/such/lake does not exist"),
     ],
 )
 def test_bad_requests_get_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -126,6 +137,7 @@ def test_bad_requests_get_one_clear_line(tmp_path: Path, args: list[str], messag
     assert code == 2
     assert message in stderr
     assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
@@ -140,3 +152,105 @@ def test_indexing_what_is_not_there_says_what(lake: Path, where: str, column: st
     assert code == 2
     assert message in stderr
     assert "Traceback" not in stderr
+
+
+# -- a run killed mid-way ------------------------------------------------------------------------
+
+
+def killed_mid_delete(lake: Path, db: str) -> int:
+    """Run `tracelake privacy run delete` in a process of its own and SIGKILL it once it is
+    rewriting files (its staging folder is there), as `kill -9` would; its pid."""
+    staging = lake / INDEX_DIR / STAGING_DIR
+    tracelake = str(Path(sys.executable).parent / "tracelake")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRACELAKE_SPARK_MASTER": "local[2]"}
+    log = Path(db).with_suffix(".run.log")
+    with log.open("wb") as stderr:
+        runner = subprocess.Popen(
+            [tracelake, "privacy", "run", "delete", "--db", db],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=env,
+            start_new_session=True,  # its own process group, which its Spark JVM joins
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(staging.glob("delete-*")):
+            assert runner.poll() is None, f"the run ended before it was killed: {log.read_text()}"
+            assert time.monotonic() < deadline, "the run never began rewriting"
+            time.sleep(0.01)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(30)
+        # The JVM the run started ends when its driver's pipe closes; wait for it, so that nothing
+        # of the dead run still writes while the next one starts.
+        while group_runs(runner.pid):
+            assert time.monotonic() < deadline, "the dead run's JVM goes on"
+            time.sleep(0.05)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(30)
+    return runner.pid
+
+
+def group_runs(group: int) -> bool:
+    """Whether a process of the process group still runs (a zombie runs nothing)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except OSError:
+            continue  # gone while we looked
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
+
+
+def stored_text(db: str) -> str:
+    """Every row of every table of the SQLite store, as text."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return "\n".join(conn.iterdump())
+
+
+@pytest.mark.parametrize("next_run", [("delete", "--user", "u3"), ("run", "access")])
+def test_a_delete_killed_mid_way_is_finished_by_the_next_run_and_its_id_leaves_the_store(
+    spark, lake: Path, tmp_path: Path, next_run: tuple[str, ...]
+) -> None:  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "lineage.db")
+    assert run("privacy", "declare", str(lake), "-i", "user_id", "-i", "identity_map", "--db", db)[0] == 0
+    assert run("privacy", "delete", "--user", "u3", "--queue-only", "--db", db)[0] == 0
+    with LineageStore(db) as store:
+        (request,) = RequestQueue(store).list()
+
+    pid = killed_mid_delete(lake, db)
+
+    with LineageStore(db) as store:
+        left = RequestQueue(store).get(request.id)
+    assert left.status == "running" and left.ids == ("u3",)  # as the tester found it
+    assert spark.read.parquet(str(lake)).where("user_id = 'u3'").count() == 10
+
+    # Asking again for u3, or running anything: the dead run's request is finished first, and
+    # no second request is made.
+    egress = ["--egress", str(tmp_path / "egress")] if "access" in next_run else []
+    code, stdout, stderr = run("privacy", *next_run, *egress, "--db", db)
+    assert code == 0, stderr
+    assert f"{request.id} " in stdout and "done (resumed" in stdout
+
+    assert spark.read.parquet(str(lake)).where("user_id = 'u3'").count() == 0
+    assert spark.read.parquet(str(lake)).count() == 390
+    assert not any((lake / INDEX_DIR / STAGING_DIR).glob("*"))
+    with LineageStore(db) as store:
+        queue = RequestQueue(store)
+        assert [(r.id, r.status) for r in queue.list()] == [(request.id, "done")]
+        again = ["resubmitted"] if next_run[0] == "delete" else []
+        assert [e.event for e in queue.audit(request.id)] == [
+            "submitted",
+            "started",
+            *again,
+            "resumed",
+            "done",
+        ]
+    assert f"pid {pid}" in stored_text(db)  # the audit says whose run died
+    # No raw id left anywhere in the store's tables, nor in its file: a fingerprint only.
+    assert not re.search(r"\bu3\b", stored_text(db))
+    for file in tmp_path.glob("lineage.db*"):  # the WAL too, if one is left
+        assert b'"u3"' not in file.read_bytes(), file
+    assert run("privacy", "run", "delete", "--db", db)[1].strip() == "no delete request waiting"

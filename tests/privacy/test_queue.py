@@ -1,22 +1,33 @@
 """The privacy request queue and audit trail, on SQLite and PostgreSQL.
 
 What matters: requests move pending → running → done/failed, a batch takes every pending request
-of a kind at once, user ids leave the store when a request ends, and the audit trail records
-who asked what and what it touched without ever holding an id or a record value.
+of a kind at once under its process's lease, a request whose process was killed is taken over
+once (a real process, killed) and a live one's never, asking again is the open request, user ids
+leave the store when a request ends, and the audit trail records who asked what and what it
+touched without ever holding an id or a record value.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
-from tracelake.model import fingerprint
+from tracelake.model import fingerprint, utcnow
+from tracelake.privacy import queue as queue_module
 from tracelake.privacy.queue import DONE, FAILED, PENDING, RUNNING, RequestQueue
 from tracelake.privacy.search import RequestError
 from tracelake.store import LineageStore
+from tracelake.store import schema as s
+from tracelake.store.leases import STALE
 
 
 @pytest.fixture
@@ -48,12 +59,106 @@ def test_a_batch_takes_every_pending_request_of_its_kind_and_only_those(queue: R
     assert queue.take("delete") == []
 
 
-def test_requests_a_dead_run_left_running_are_taken_again_only_when_resuming(queue: RequestQueue) -> None:
-    request = queue.submit("delete", ["u1"], requester="a")
-    queue.take("delete")
+TAKER = """
+import sys, time
+from tracelake.privacy.queue import RequestQueue
+from tracelake.store import LineageStore
 
-    assert queue.take("delete") == []
-    assert [r.id for r in queue.take("delete", resume=True)] == [request.id]
+store = LineageStore(sys.argv[1])
+taken = RequestQueue(store).take("delete")
+print(" ".join(request.id for request in taken), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_request_whose_run_was_killed_is_taken_over_once_and_a_live_ones_never(
+    queue: RequestQueue, store: LineageStore
+) -> None:
+    request = queue.submit("delete", ["u1"], requester="a")
+    taker = subprocess.Popen(
+        [sys.executable, "-c", TAKER, store.url], stdout=subprocess.PIPE, text=True
+    )  # a real run, in a process of its own
+    try:
+        assert taker.stdout is not None
+        assert taker.stdout.readline().split() == [request.id]
+        assert queue.take("delete") == []
+        assert queue.take_abandoned() == []  # its holder is alive
+
+        taker.send_signal(signal.SIGKILL)
+        taker.wait(30)
+    finally:
+        taker.kill()
+        taker.wait(30)
+
+    (resumed,) = queue.take_abandoned()
+    assert resumed.id == request.id and resumed.status == RUNNING and resumed.ids == ("u1",)
+    assert queue.take_abandoned() == []  # this process holds it now, and is alive
+    assert [e.event for e in queue.audit(request.id)] == ["submitted", "started", "resumed"]
+    assert queue.audit(request.id)[-1].details == {"left_by": f"{socket.gethostname()} pid {taker.pid}"}
+
+    queue.finish(request.id, {"datasets": [], "rows": 0})
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(s.privacy_leases)).all() == []
+    assert queue.get(request.id).ids == ()
+
+
+def test_a_lease_of_another_host_is_given_up_only_when_unheard_for_long(
+    queue: RequestQueue, store: LineageStore
+) -> None:
+    quiet = queue.submit("delete", ["u1"], requester="a")
+    heard = queue.submit("delete", ["u2"], requester="a")
+    queue.take("delete")
+    now = utcnow()
+    with store.engine.begin() as conn:  # as a run on another machine left them
+        for request, heard_at in ((quiet, now - STALE - timedelta(seconds=1)), (heard, now)):
+            conn.execute(
+                sa.update(s.privacy_leases)
+                .where(s.privacy_leases.c.request_id == request.id)
+                .values(host="elsewhere.example", pid=1, heard_at=s.to_micros(heard_at))
+            )
+
+    assert [r.id for r in queue.take_abandoned("delete")] == [quiet.id]
+    assert queue.take_abandoned("access") == []
+
+
+def test_a_run_renews_its_leases_while_it_holds_them(
+    queue: RequestQueue, store: LineageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_module, "RENEW_SECONDS", 0.05)
+    queue.submit("delete", ["u1"], requester="a")
+
+    def heard() -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(sa.select(s.privacy_leases.c.heard_at)).scalar_one())
+
+    with queue.holding():
+        queue.take("delete")
+        first = heard()
+        time.sleep(0.3)
+        assert heard() > first
+
+
+def test_asking_again_for_what_an_open_request_asks_is_that_request(
+    queue: RequestQueue, tmp_path: Path
+) -> None:
+    first = queue.submit("delete", ["u1", "u2"], requester="a")
+
+    again = queue.submit("delete", [" u2", "u1"], requester="b")
+    assert again.id == first.id
+    assert [(e.event, e.requester) for e in queue.audit(first.id)] == [
+        ("submitted", "a"),
+        ("resubmitted", "b"),
+    ]
+    queue.take("delete")
+    assert queue.submit("delete", ["u2", "u1"], requester="b").id == first.id  # running: the same
+
+    # other ids, another kind or other datasets are other requests; so is one after it ended
+    assert queue.submit("delete", ["u1"], requester="a").id != first.id
+    assert queue.submit("access", ["u1", "u2"], requester="a").id != first.id
+    assert queue.submit("delete", ["u1", "u2"], requester="a", datasets=[str(tmp_path)]).id != first.id
+    queue.finish(first.id, {"datasets": [], "rows": 0})
+    assert queue.submit("delete", ["u1", "u2"], requester="a").id != first.id
+    assert queue.open_request("delete", ["u1", "u2"]) is not None
 
 
 def test_a_finished_request_keeps_its_receipt_and_forgets_its_ids(queue: RequestQueue) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tracelake.model import Asset, Confidence, FlowEdge, LineageBatch, Process, Signal, Transformation
 from tracelake.privacy.targets import declare, find_targets
 from tracelake.store import LineageStore
@@ -24,6 +26,7 @@ def edge(source: str, target: str, transformation: Transformation, confidence: C
 def test_a_declared_dataset_is_a_target_with_its_identity_columns(
     store: LineageStore, tmp_path: Path
 ) -> None:
+    (tmp_path / "events").mkdir()
     declared = declare(store, tmp_path / "events", ["user_id", "identity_map"])
 
     (target,) = find_targets(store)
@@ -36,6 +39,7 @@ def test_a_declared_dataset_is_a_target_with_its_identity_columns(
 def test_identities_reach_datasets_through_sure_direct_column_lineage(
     store: LineageStore, tmp_path: Path
 ) -> None:
+    (tmp_path / "events").mkdir()
     events = declare(store, tmp_path / "events", ["user_id"]).asset
     sessions = f"file.dataset/{tmp_path / 'sessions'}"
     features = "hive.table/ml.features"
@@ -64,6 +68,14 @@ def test_identities_reach_datasets_through_sure_direct_column_lineage(
     assert targets[features].reason == (f"{events}#user_id", f"{sessions}#uid", f"{features}#uid_hash")
     assert targets[features].path is None  # a catalog table: listed, but not a folder to search
     assert targets[sessions].path == tmp_path / "sessions"
+
+
+def test_a_dataset_that_is_not_there_is_not_declared(store: LineageStore, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    for missing in (tmp_path / "evnets", tmp_path / "a-file"):
+        with pytest.raises(ValueError, match="does not exist"):
+            declare(store, missing, ["user_id"])
+    assert find_targets(store) == []
 
 
 def test_no_identity_label_means_no_target(store: LineageStore) -> None:

@@ -5,8 +5,9 @@ cover (their own list, or every privacy target the store knows), and runs each g
 sub-jobs of at most `max_ids` user ids: one Spark pass per dataset per sub-job, however many
 requests it carries (or several passes, each within `bounds` of files and bytes). A sub-job
 that fails fails its requests, with the error, and the run goes on with the others. A run that
-dies leaves its requests `running`; `resume=True` takes them again (a delete picks up where the
-files say it stopped: see `requests.delete`).
+dies leaves its requests `running` under the lease of a process that is gone; every run first
+finishes such requests, of either kind (`RequestQueue.take_abandoned`), then takes the new
+ones — a delete picks up where the files say it stopped (see `requests.delete`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class SubJob:
 @dataclass
 class RunReport:
     done: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)  # taken over from a run that died (done or failed)
     failed: dict[str, str] = field(default_factory=dict)
     receipts: dict[str, Receipt] = field(default_factory=dict)
 
@@ -91,10 +93,10 @@ def run_requests(
     targets: Sequence[Dataset] | None = None,
     max_ids: int = MAX_IDS,
     bounds: Bounds | None = None,
-    resume: bool = False,
     progress: Callable[[SubJob, int, int], None] | None = None,
 ) -> RunReport:
-    """Run every pending request of `kind` (`access` needs `egress`); what ended how.
+    """Finish the requests dead runs left running, then run every pending request of `kind`
+    (`access` needs `egress`, and abandoned access requests wait for a run that has one).
 
     `max_ids` bounds the ids of a sub-job, `bounds` the files and bytes of one Spark pass.
     """
@@ -102,16 +104,42 @@ def run_requests(
         raise RequestError("access requests need an egress folder for the records they export")
     queue = RequestQueue(store)
     report = RunReport()
-    taken = queue.take(kind, resume=resume)
+    with queue.holding():
+        abandoned = ("delete", "access") if egress is not None else ("delete",)
+        phases = [(each, queue.take_abandoned(each)) for each in abandoned]
+        report.resumed = [request.id for _, taken in phases for request in taken]
+        phases.append((kind, queue.take(kind)))
+        if any(taken for _, taken in phases):
+            datasets = target_datasets(store) if targets is None else targets
+            for phase_kind, taken in phases:
+                _run_taken(
+                    spark, queue, phase_kind, taken, datasets, report, egress, max_ids, bounds, progress
+                )
+    return report
+
+
+def _run_taken(
+    spark: SparkSession,
+    queue: RequestQueue,
+    kind: str,
+    taken: Sequence[PrivacyRequest],
+    targets: Sequence[Dataset],
+    report: RunReport,
+    egress: Path | str | None,
+    max_ids: int,
+    bounds: Bounds | None,
+    progress: Callable[[SubJob, int, int], None] | None,
+) -> None:
+    """Run requests this process holds, in sub-jobs; each ends done or failed in `report`."""
     if not taken:
-        return report
+        return
     try:
-        jobs = plan_sub_jobs(taken, target_datasets(store) if targets is None else targets, max_ids=max_ids)
+        jobs = plan_sub_jobs(taken, targets, max_ids=max_ids)
     except RequestError as error:
         for request in taken:
             queue.fail(request.id, error)
             report.failed[request.id] = str(error)
-        return report
+        return
     for number, job in enumerate(jobs, 1):
         if progress:
             progress(job, number, len(jobs))
@@ -132,4 +160,3 @@ def run_requests(
             queue.finish(request_id, receipt.to_json())
             report.done.append(request_id)
             report.receipts[request_id] = receipt
-    return report

@@ -41,10 +41,13 @@ class Target:
 def declare(
     store: LineageStore, path: str | Path, identity: Sequence[str], *, file_format: str = "parquet"
 ) -> Target:
-    """Record that the dataset at `path` holds identities in `identity` columns."""
+    """Record that the dataset at `path` holds identities in `identity` columns; the folder must
+    be there (a mistyped path would be a target no request can search)."""
     if not identity:
         raise ValueError("name at least one identity column")
     root = Path(path).absolute()
+    if not root.is_dir():
+        raise ValueError(f"dataset {root} does not exist (or is not a folder)")
     asset = location_urn(str(root))
     store.ingest(
         LineageBatch(

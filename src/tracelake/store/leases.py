@@ -23,7 +23,18 @@ from tracelake.store import schema as s
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import LineageStore
 
-__all__ = ["ABORT", "STALE", "Lease", "abort", "find_dead", "reap", "release", "renew", "take"]
+__all__ = [
+    "ABORT",
+    "STALE",
+    "Lease",
+    "abort",
+    "find_dead",
+    "holder_gone",
+    "reap",
+    "release",
+    "renew",
+    "take",
+]
 
 ABORT = "ABORT"
 # A lease from another host (whose processes cannot be asked) is given up after this long unheard.
@@ -106,11 +117,17 @@ def abort(store: LineageStore, dead: list[Lease]) -> None:
 
 
 def _gone(lease: Lease, now: datetime) -> bool:
-    if lease.host == socket.gethostname() and lease.pid != os.getpid():
+    return holder_gone(lease.host, lease.pid, lease.heard_at, now)
+
+
+def holder_gone(host: str, pid: int, heard_at: datetime, now: datetime) -> bool:
+    """Whether the process `pid` of `host`, last heard from at `heard_at`, is gone: a process of
+    this host that no longer exists, or any holder unheard for `STALE` (a pid reused included)."""
+    if host == socket.gethostname() and pid != os.getpid():
         try:
-            os.kill(lease.pid, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return True
         except PermissionError:
             pass  # alive, someone else's
-    return now - lease.heard_at > STALE
+    return now - heard_at > STALE

@@ -210,12 +210,25 @@ privacy_requests = sa.Table(
 )
 sa.Index("ix_privacy_requests_status", privacy_requests.c.status, privacy_requests.c.kind)
 
+# Who runs a privacy request: the process that took it renews its lease every 30 s and drops it
+# when the request ends; a request whose holder is gone is taken over by the next run
+# (privacy/queue.py, judged as store/leases.py judges a Spark driver).
+privacy_leases = sa.Table(
+    "privacy_leases",
+    metadata,
+    sa.Column("request_id", sa.String(64), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("heard_at", sa.BigInteger, nullable=False),
+)
+
 privacy_audit = sa.Table(
     "privacy_audit",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("request_id", sa.String(64), nullable=False),
-    sa.Column("event", sa.String(32), nullable=False),  # submitted | started | done | failed
+    # submitted | resubmitted (asked again while open) | started | resumed (after a dead run) | done | failed
+    sa.Column("event", sa.String(32), nullable=False),
     sa.Column("at", sa.BigInteger, nullable=False),
     sa.Column("requester", sa.String(200), nullable=False),
     sa.Column("details", sa.JSON),  # datasets, files rewritten, rows removed/found, error class
