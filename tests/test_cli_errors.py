@@ -8,6 +8,8 @@ input was used, 3 when some was recorded as a problem, 2 for a mistake.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,23 @@ def test_token_add_through_a_symlink_loop_is_refused(tmp_path: Path) -> None:
 
     assert code == 2
     assert one_error_line(err).startswith(f"error: {loop}: cannot read it (")
+
+
+def test_a_privacy_request_without_java_says_so_in_one_line(tmp_path: Path) -> None:
+    """The real command in a process of its own (no Spark session to reuse), where no Java is."""
+    # spark-submit takes JAVA_HOME's java over any on PATH
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env["JAVA_HOME"] = str(tmp_path / "no-java-here")
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "tracelake"), "privacy", "access", "--user", "u1"],
+        capture_output=True,
+        text=True,
+        env={**env, "TRACELAKE_DB": str(tmp_path / "lineage.db")},
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [error] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith("error: cannot start Spark: ") and error.endswith("must be installed)")

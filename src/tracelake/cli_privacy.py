@@ -398,14 +398,19 @@ def _spark() -> Iterator[SparkSession]:
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logs = Path(tempfile.gettempdir()) / f"tracelake-{getpass.getuser()}"
-    session = (
-        SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
-        .appName("tracelake-privacy")
-        .config("spark.driver.extraJavaOptions", quiet_log_option(logs))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    try:
+        session = (
+            SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
+            .appName("tracelake-privacy")
+            .config("spark.driver.extraJavaOptions", quiet_log_option(logs))
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+    except (RuntimeError, OSError) as error:  # no Java, or a JVM that could not start
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        needs = "a Java runtime, 17 or newer, must be installed"
+        raise UserError(f"cannot start Spark: {reason} ({needs})") from None
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
