@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dating"
 ENTITIES = ROOT / "examples" / "entities" / "wordcount.yml"
 API = "/api/tracelake/v1"
-EXAMPLES = int(os.environ.get("TRACELAKE_FUZZ_EXAMPLES", "10"))  # per operation and mode
+EXAMPLES = int(os.environ.get("TRACELAKE_FUZZ_EXAMPLES", "6"))  # per operation and mode
 
 # Query values the store holds, drawn as often as generated ones where an operation takes them.
 HELD_QUERIES: dict[str, list[Any]] = {

@@ -22,7 +22,7 @@ import copy
 import json
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,16 @@ OTHER_VALUES: list[Any] = [None, True, 0, -1, 1.5, "", "text", [], {}, [1, "a", 
 NUMBERS: list[Any] = [2**63, -(2**63) - 1, 10**40, 1e308, -0.0, 5e-324, float("nan"), float("inf")]
 
 
+class _Marker:
+    """A key no JSON document has: the object holding it writes one of its keys twice (`_text`)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Marker:
+        return self  # an object copied with its duplicate still has it
+
+
+_DUPLICATE = _Marker()
+
+
 @dataclass
 class Case:
     number: int
@@ -88,16 +98,17 @@ def _places(document: Any) -> dict[int, list[tuple[Any, Any]]]:
             list(value) if isinstance(value, dict) else range(len(value)) if isinstance(value, list) else []
         )
         for key in keys:
+            if key is _DUPLICATE:  # a key to write twice, not a place of the document
+                continue
             found.setdefault(depth, []).append((value, key))
             stack.append((value[key], depth + 1))
     return found
 
 
-def _place(document: Any, rng: random.Random, want: Callable[[Any, Any], bool] = lambda c, k: True) -> Any:
+def _place(document: Any, rng: random.Random) -> Any:
     """A (container, key) drawn depth first: each depth as likely as any other."""
-    places = {depth: [p for p in found if want(*p)] for depth, found in _places(document).items()}
-    depths = [depth for depth, found in places.items() if found]
-    return rng.choice(places[rng.choice(depths)]) if depths else None
+    places = _places(document)
+    return rng.choice(places[rng.choice(list(places))]) if places else None
 
 
 def _mutate(document: Any, rng: random.Random, case: Case) -> Any:
@@ -129,9 +140,6 @@ def _mutate(document: Any, rng: random.Random, case: Case) -> Any:
         container[key] = rng.choice(NUMBERS)
     case.mutations.append(f"{kind} at {_path_to(document, container, key)}")
     return document
-
-
-_DUPLICATE = object()  # a marker key: this object's key appears twice in the text
 
 
 def _path_to(document: Any, container: Any, key: Any) -> str:
