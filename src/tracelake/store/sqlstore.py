@@ -406,8 +406,7 @@ class LineageStore:
             # these columns would take: the foreign-key checks of other writers' edges and
             # fields (KEY SHARE) still pass. SQLite needs none: its writers take turns whole.
             touched = {ids[urn] for urn in itertools.chain(assets, fields, processes, unnamed)}
-            for chunk in _chunks(sorted(touched)):
-                conn.execute(_LOCK_NODES, {"ids": list(chunk)})
+            conn.exec_driver_sql(_LOCK_NODES, (sorted(touched),))
         self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
         for chunk in _chunks([ids[urn] for urn in unnamed]):
             conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
@@ -1112,12 +1111,8 @@ _NODE_VALUES = sa.select(
     s.nodes.c.data_type,
 ).where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
 _DRAW_NODE_IDS = "SELECT nextval(pg_get_serial_sequence('nodes', 'id')) FROM generate_series(1, %s)"
-_LOCK_NODES = (
-    sa.select(s.nodes.c.id)
-    .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .order_by(s.nodes.c.id)
-    .with_for_update(key_share=True)
-)
+# The ids as one array: as IN lists of 5,000 values, locking 60,000 nodes took 1.3 s, not 0.25 s.
+_LOCK_NODES = "SELECT id FROM nodes WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
 _NODES_SEEN = (
     s.nodes.update()
     .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
