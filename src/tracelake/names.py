@@ -418,7 +418,7 @@ def _percent(text: str) -> str:
 
 def job_urn(namespace: str, name: str) -> str:
     """The process URN of an OpenLineage job: `openlineage.job/<namespace>/<name>`."""
-    return f"{JOB_KIND}/{_quote(namespace, slashes=True)}/{_quote(name)}"
+    return bounded_urn(f"{JOB_KIND}/{_quote(namespace, slashes=True)}/{_quote(name)}")
 
 
 def job_of(urn: str) -> tuple[str, str] | None:

@@ -340,7 +340,10 @@ def _event_time(at: _At) -> datetime:
     except ValueError:
         raise at.fail(f"not an RFC 3339 date-time: {text[:60]!r}") from None
     # the spec wants an offset; a time without one is taken as UTC, as everywhere in Tracelake
-    return as_utc(moment)
+    try:
+        return as_utc(moment)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past the last UTC date Python has
+        raise at.fail(f"not a date-time UTC can hold: {text[:60]!r}") from None
 
 
 def _event_type(at: _At, builder: _Builder) -> RunState | None:

@@ -215,6 +215,15 @@ def _observed_at(batch: LineageBatch, now_us: int) -> int:
     return to_micros(batch.observed_at) if batch.observed_at else now_us
 
 
+def _stored_event_type(value: Any) -> str | None:
+    """The event type for the events table's column: as sent when it is one (the column holds 32
+    characters, every RunState and more), else OTHER, as the collector took it (its problem says
+    what was sent, and the body keeps it)."""
+    if value is None or (isinstance(value, str) and len(value) <= 32):
+        return value
+    return "OTHER"
+
+
 def _unite_into(
     into: dict[tuple[str, str, str, str, str], FlowEdge],
     edges: dict[tuple[str, str, str, str, str], FlowEdge],
@@ -832,12 +841,12 @@ class LineageStore:
                     run_id = openlineage_run_id(run_id)  # the runs table's form of the id
                 try:
                     event_time = to_micros(datetime.fromisoformat(event["eventTime"]))
-                except (KeyError, TypeError, ValueError):
+                except (KeyError, TypeError, ValueError, OverflowError):
                     event_time = now_us
                 rows.append(
                     {
                         "event_time": event_time,
-                        "event_type": event.get("eventType"),
+                        "event_type": _stored_event_type(event.get("eventType")),
                         "run_id": run_id,
                         "job_namespace": job.get("namespace"),
                         "job_name": job.get("name"),
