@@ -504,3 +504,27 @@ def test_store_ids_map_to_positions_dense_or_sparse() -> None:
     sparse = np.array([3, 10, 10_000_000], dtype=np.int64)  # too sparse for a lookup table
     assert _positions_of(sparse, np.array([10, -1, 5, 10_000_000, 20_000_000])).tolist() == [1, -1, -1, 2, -1]
     assert _positions_of(np.empty(0, dtype=np.int64), np.array([1])).tolist() == [-1]
+
+
+def test_the_index_of_a_node_with_a_huge_kind_stays_small(tmp_path: Path) -> None:
+    """One process of a 200,000-character kind (an OpenLineage jobType as sent) among 2,000 nodes:
+    the kinds once were a numpy string array as wide as the longest kind for every node (1.6 GB
+    here), which the fuzzing of OpenLineage events found as an out-of-memory kill."""
+    import tracemalloc
+
+    from tracelake.model import Asset, Process
+
+    huge = "k" * 200_000
+    with LineageStore(f"sqlite:///{tmp_path / 'lineage.db'}") as store:
+        assets = [Asset(f"hive.table/db.t{number}") for number in range(2_000)]
+        store.ingest(
+            LineageBatch(assets=assets, processes=[Process("openlineage.job/ns/huge", "huge", kind=huge)])
+        )
+        snapshot = store.snapshot()
+        tracemalloc.start()
+        index = GraphIndex.from_snapshot(snapshot)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 20 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
+    assert index.kind(index.positions["openlineage.job/ns/huge"]) == huge
+    assert index.kind(index.positions["hive.table/db.t7"]) == "hive.table"

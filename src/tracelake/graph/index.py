@@ -137,7 +137,11 @@ class GraphIndex:
         if n > 1 and not bool(np.all(node_ids[1:] > node_ids[:-1])):
             raise ValueError("snapshot nodes must be ordered by store id")
         positions = dict(zip(snap.node_urns, range(n), strict=True))
-        kinds, kind_codes = np.unique(np.asarray(snap.node_kinds, dtype=str), return_inverse=True)
+        # coded through a dict, not a numpy string array: that is as wide as the longest kind for
+        # every node, and one kind of 500,000 characters (an event's jobType) cost gigabytes
+        kinds = sorted(set(snap.node_kinds))
+        code_of = {kind: code for code, kind in enumerate(kinds)}
+        kind_codes = np.fromiter((code_of[kind] for kind in snap.node_kinds), dtype=np.int32, count=n)
         node_types = np.asarray(snap.node_types, dtype=np.int8)
         parents = _positions_of(node_ids, np.asarray(snap.node_parents, dtype=np.int64))
         self_positions = np.arange(n, dtype=np.int64)
@@ -156,8 +160,8 @@ class GraphIndex:
             positions=positions,
             node_ids=node_ids,
             node_types=node_types,
-            kinds=tuple(str(k) for k in kinds),
-            kind_codes=np.asarray(kind_codes, dtype=np.int32).reshape(-1),
+            kinds=tuple(kinds),
+            kind_codes=kind_codes,
             asset_of=asset_of.astype(np.int64),
             edge_ids=np.asarray(snap.edge_ids, dtype=np.int64),
             edge_source=source,
