@@ -76,6 +76,12 @@ def plan_history(
     sequence = dict(stored_observations)
     if covering is not None:
         sequence.setdefault(covering.valid_from, covering.content_hash)
+    previous = next((v for v in reversed(versions) if v.valid_from < base), None)
+    if previous is not None:
+        # The version before may come to hold what the first one derived here holds (a late
+        # observation united with one at the same instant): derived from it, the two are one.
+        base = previous.valid_from
+        sequence.setdefault(previous.valid_from, previous.content_hash)
     for at in sorted(incoming):
         content = incoming[at]
         before = sequence.get(at)
