@@ -308,6 +308,10 @@ TOO_LONG_FOR_POSTGRES: dict[str, tuple[str, Any]] = {
             job={"facets": {"ownership": {"_producer": "p", "_schemaURL": "s", "owners": [{"name": LONG}]}}}
         ),
     ),
+    "OpenLineage jobType facet's jobType, the job's kind (nodes.kind, 200)": (
+        "/api/v1/lineage",
+        _event_with(job={"facets": {"jobType": {"_producer": "p", "_schemaURL": "s", "jobType": LONG}}}),
+    ),
     "OpenLineage schema facet's field type (nodes.data_type, 500)": (
         "/api/v1/lineage",
         _event_with(
