@@ -99,6 +99,7 @@ class Urn:
 # The store keys nodes by URN in a VARCHAR(2000) with a unique index; PostgreSQL's index entries
 # must stay under ~2,700 bytes. A longer name is refused where it is made, with its reason.
 MAX_URN_BYTES = 2000
+MAX_KIND_CHARS = 200  # `system.kind`, kept as the node's kind (VARCHAR(200))
 
 
 def bounded_urn(urn: str) -> str:
@@ -106,6 +107,11 @@ def bounded_urn(urn: str) -> str:
     size = len(urn.encode("utf-8", "surrogatepass"))
     if size > MAX_URN_BYTES:
         raise UrnError(f"a name of {size:,} bytes is over the {MAX_URN_BYTES:,}-byte limit ({urn[:60]}…)")
+    kind = urn.partition("/")[0]
+    if len(kind) > MAX_KIND_CHARS:
+        raise UrnError(
+            f"a kind of {len(kind):,} characters is over the {MAX_KIND_CHARS}-character limit ({kind[:60]}…)"
+        )
     return urn
 
 

@@ -12,6 +12,7 @@ a lock is run again (docs/decisions.md, "Many writers").
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -210,6 +211,47 @@ class _EdgeSets:
         return edges
 
 
+# What a batch says of nodes that goes into width-bound columns (schema.py), and what stands in
+# when a value is too long. PostgreSQL holds a value to its column: a longer one is left out with
+# a problem saying so, rather than the whole ingest failing.
+_NODE_WORDS: dict[type, dict[str, tuple[int, str | None]]] = {
+    Asset: {"owner": (200, None), "layer": (50, None)},
+    Field: {"data_type": (500, None)},
+    Process: {"owner": (200, None), "kind": (200, "unknown")},
+}
+
+
+def _within_columns(batch: LineageBatch) -> LineageBatch:
+    """`batch`, or a copy leaving out what the node columns cannot hold, a problem for each."""
+    left_out: list[Problem] = []
+
+    def fitted(item: Asset | Field | Process) -> Any:
+        replaced: dict[str, str | None] = {}
+        for name, (width, stand_in) in _NODE_WORDS[type(item)].items():
+            value = getattr(item, name)
+            if isinstance(value, str) and len(value) > width:
+                replaced[name] = stand_in
+                reason = (
+                    f"its {name} of {len(value):,} characters is longer than the store's {width}; left out"
+                )
+                left_out.append(Problem(item.urn, reason))
+        return dataclasses.replace(item, **replaced) if replaced else item
+
+    assets = [fitted(asset) for asset in batch.assets]
+    fields = [fitted(fld) for fld in batch.fields]
+    processes = [fitted(process) for process in batch.processes]
+    if not left_out:
+        return batch
+    return dataclasses.replace(
+        batch, assets=assets, fields=fields, processes=processes, problems=[*batch.problems, *left_out]
+    )
+
+
+def _fitted(text: str, width: int) -> str:
+    """A problem's place, cut to its column: a message, where a shortened place still says where."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _observed_at(batch: LineageBatch, now_us: int) -> int:
     """When a batch's signal was true, in epoch µs: its `observed_at`, else the ingest's now."""
     return to_micros(batch.observed_at) if batch.observed_at else now_us
@@ -316,7 +358,9 @@ class LineageStore:
         same batches at the same `now` make the same rows (observations are keyed by process
         and instant, not counted), so a retried ingest is the ingest it would have been.
         """
-        batch_list = [batches] if isinstance(batches, LineageBatch) else list(batches)
+        batch_list = [
+            _within_columns(b) for b in ([batches] if isinstance(batches, LineageBatch) else batches)
+        ]
         now_us = to_micros(now or utcnow())
         return _until_won(lambda: self._ingest_once(batch_list, now_us))
 
@@ -812,8 +856,8 @@ class LineageStore:
     ) -> None:
         rows = [
             {
-                "source": p.source,
-                "location": p.location,
+                "source": _fitted(p.source, 2000),
+                "location": _fitted(p.location, 200),
                 "reason": p.reason,
                 "excerpt": p.excerpt,
                 "recorded_at": now_us,
