@@ -7,7 +7,8 @@ a partitioned parquet dataset; 14 reads: 13 counts and an aggregate `first()`; o
 one process on one Spark session, alternating untracked and tracked, after warm-up passes of
 both kinds (JIT, the Python UDF workers). Within each pair the order
 flips (untracked first, then tracked first, …) so a slow drift of the machine does not land on
-one side.
+one side, and every pass starts from freshly collected Python and JVM heaps (outside the clock)
+so a collection owed by the previous pass does not land on the next.
 
 A tracked pass wraps every job in `tracelake.spark.track(spark, job=..., store=store)` and
 counts its `stop()` (the flush of the background ingest into the store) in the pass time; the
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import itertools
 import os
@@ -254,6 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     result.analysis += sum(a.analysis_ms for a in tracker.actions) / 1000
                     result.actions += len(tracker.actions)
 
+            # Both kinds start from collected heaps, so a full collection owed by the previous
+            # pass does not land on whichever pass happens to come next.
+            gc.collect()
+            spark._jvm.System.gc()
             try:
                 py0, jvm0, wall0 = time.process_time(), jvm_cpu(), time.perf_counter()
                 jobs_tracking = tracking if store is not None else None
