@@ -241,3 +241,29 @@ def test_a_privacy_request_without_java_says_so_in_one_line(tmp_path: Path) -> N
     assert done.returncode == 2 and "Traceback" not in done.stderr
     [error] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert error.startswith("error: cannot start Spark: ") and error.endswith("must be installed)")
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "code", "says"),
+    [
+        (
+            ("token", "add", "ci", "--tokens"),
+            "tokens:\n  - name: x\n    sha256: 2024-13-01\n",
+            2,
+            "error: {path}:",
+        ),
+        (("entities", "load"), "- name: x\n  start: 2024-13-01\n  period: daily\n", 1, "error: {path}:"),
+    ],
+)
+def test_a_yaml_date_that_is_no_date_is_a_one_line_error(
+    tmp_path: Path, command: tuple[str, ...], content: str, code: int, says: str
+) -> None:
+    """PyYAML reads 2024-13-01 as a date and fails with a ValueError, not a YAMLError."""
+    path = tmp_path / "file.yml"
+    path.write_text(content)
+    store = [] if command[0] == "token" else ["--db", str(tmp_path / "lineage.db")]
+
+    exit_code, _, err = run(*command, str(path), *store, columns=250)
+
+    assert exit_code == code and "Traceback" not in err
+    assert err.splitlines()[0] == says.format(path=path) + " not valid YAML: month must be in 1..12"

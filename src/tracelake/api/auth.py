@@ -88,6 +88,8 @@ def _token_document(path: Path, *, missing_ok: bool = False) -> dict[str, Any]:
         raise TokenFileError(str(error)) from None
     except RecursionError:
         raise TokenFileError(f"{path}: not valid YAML: it nests too deep") from None
+    except ValueError as error:  # a scalar YAML reads as a date or a tagged value that is not one
+        raise TokenFileError(f"{path}: not valid YAML: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -103,7 +103,7 @@ class SchemaCatalog:
             raise SchemaFileError(f"{path}: cannot read the schema file ({error.reason})") from None
         try:
             data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as error:
+        except (json.JSONDecodeError, yaml.YAMLError, ValueError) as error:
             raise SchemaFileError(
                 f"{path}: not a valid schema file ({_format_name(path)}): {error}"
             ) from error

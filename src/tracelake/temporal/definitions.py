@@ -121,6 +121,9 @@ def _read_file(file: Path, found: Definitions) -> None:
     except RecursionError:  # PyYAML recurses once a level of nesting
         found.problems.append(Problem(source, "not valid YAML: it nests too deep"))
         return
+    except ValueError as error:  # a scalar YAML reads as a date or a tagged value that is not one
+        found.problems.append(Problem(source, f"not valid YAML: {error}"))
+        return
     if isinstance(document, dict) and "entities" in document:
         document = document["entities"]
     if document is None:
