@@ -313,6 +313,17 @@ TOO_LONG_FOR_POSTGRES: dict[str, tuple[str, Any]] = {
         "/api/v1/lineage",
         _event_with(job={"facets": {"jobType": {"_producer": "p", "_schemaURL": "s", "jobType": LONG}}}),
     ),
+    "OpenLineage ownership facet's owner of a job without edges (nodes.owner, 200)": (
+        "/api/v1/lineage",
+        {
+            **_event_with(inputs=[], outputs=[]),
+            "job": {
+                "namespace": "n",
+                "name": "alone",
+                "facets": {"ownership": {"_producer": "p", "_schemaURL": "s", "owners": [{"name": LONG}]}},
+            },
+        },
+    ),
     "OpenLineage schema facet's field type (nodes.data_type, 500)": (
         "/api/v1/lineage",
         _event_with(

@@ -240,10 +240,16 @@ def _within_columns(batch: LineageBatch) -> LineageBatch:
     assets = [fitted(asset) for asset in batch.assets]
     fields = [fitted(fld) for fld in batch.fields]
     processes = [fitted(process) for process in batch.processes]
+    described = [fitted(process) for process in batch.described]
     if not left_out:
         return batch
     return dataclasses.replace(
-        batch, assets=assets, fields=fields, processes=processes, problems=[*batch.problems, *left_out]
+        batch,
+        assets=assets,
+        fields=fields,
+        processes=processes,
+        described=described,
+        problems=[*batch.problems, *left_out],
     )
 
 
