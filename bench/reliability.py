@@ -38,7 +38,9 @@ TRACELAKE = Path(sys.executable).parent / "tracelake"
 TIME_LIMIT = 120.0
 MEMORY_LIMIT = 2 * 1024**3
 DOCUMENTED_EXITS = {0, 1, 2, 3}
-MESSAGE_PREFIXES = ("error:", "problem:", "skipped:", "note:", "    ")
+# Tracelake's own prefixes, and the one line Spark 4's JVM prints itself as it starts (privacy
+# requests run Spark): any other line on stderr is a message broken over lines, or a traceback's.
+MESSAGE_PREFIXES = ("error:", "problem:", "skipped:", "note:", "    ", "WARNING: Using incubator modules")
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,15 @@ def as_suffix(path: Path, suffix: str) -> Path:
 
 
 def copy_of(path: Path) -> Path:
-    """A fresh copy for commands that write to their file (token add)."""
-    if not path.is_file():
-        return path
-    copy = path.with_name(path.name + f".copy{time.monotonic_ns()}")
-    shutil.copyfile(path, copy)
-    return copy
+    """A fresh copy for commands that write to their file (token add): a missing file stays
+    missing for the cases after, which a token file made in its place would spoil."""
+    if path.is_file():
+        copy = path.with_name(path.name + f".copy{time.monotonic_ns()}")
+        shutil.copyfile(path, copy)
+        return copy
+    if not path.exists() and not path.is_symlink():
+        return path.with_name(path.name + f".fresh{time.monotonic_ns()}")
+    return path
 
 
 def store_digest(db: Path) -> str:
