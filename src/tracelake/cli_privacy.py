@@ -314,6 +314,7 @@ def _run(
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=err,
+            disable=not err.is_terminal,  # a bar is for a person watching, not for a log
         ) as bar,
     ):
         task = bar.add_task(f"{kind} requests", total=None)
