@@ -38,9 +38,12 @@ TRACELAKE = Path(sys.executable).parent / "tracelake"
 TIME_LIMIT = 120.0
 MEMORY_LIMIT = 2 * 1024**3
 DOCUMENTED_EXITS = {0, 1, 2, 3}
-# Tracelake's own prefixes, and the one line Spark 4's JVM prints itself as it starts (privacy
-# requests run Spark): any other line on stderr is a message broken over lines, or a traceback's.
-MESSAGE_PREFIXES = ("error:", "problem:", "skipped:", "note:", "    ", "WARNING: Using incubator modules")
+# Tracelake's own prefixes, and the lines Spark's JVM prints itself as it starts (privacy requests
+# run Spark): any other line on stderr is a message broken over lines, or a traceback's.
+MESSAGE_PREFIXES = (
+    *("error:", "problem:", "skipped:", "note:", "    "),
+    *("WARNING: Using incubator modules", "Setting default log level to", "To adjust logging level use"),
+)
 
 
 @dataclass(frozen=True)
