@@ -215,9 +215,9 @@ class _EdgeSets:
 # when a value is too long. PostgreSQL holds a value to its column: a longer one is left out with
 # a problem saying so, rather than the whole ingest failing.
 _NODE_WORDS: dict[type, dict[str, tuple[int, str | None]]] = {
-    Asset: {"owner": (200, None), "layer": (50, None)},
-    Field: {"data_type": (500, None)},
-    Process: {"owner": (200, None), "kind": (200, "unknown")},
+    Asset: {"owner": (s.nodes.c.owner.type.length, None), "layer": (s.nodes.c.layer.type.length, None)},
+    Field: {"data_type": (s.nodes.c.data_type.type.length, None)},
+    Process: {"owner": (s.nodes.c.owner.type.length, None), "kind": (s.nodes.c.kind.type.length, "unknown")},
 }
 
 
@@ -267,7 +267,9 @@ def _stored_event_type(value: Any) -> str | None:
     """The event type for the events table's column: as sent when it is one (the column holds 32
     characters, every RunState and more), else OTHER, as the collector took it (its problem says
     what was sent, and the body keeps it)."""
-    if value is None or (isinstance(value, str) and len(value) <= 32):
+    if value is None or (
+        isinstance(value, str) and len(value) <= s.openlineage_events.c.event_type.type.length
+    ):
         return value
     return "OTHER"
 
@@ -862,8 +864,8 @@ class LineageStore:
     ) -> None:
         rows = [
             {
-                "source": _fitted(p.source, 2000),
-                "location": _fitted(p.location, 200),
+                "source": _fitted(p.source, s.problems.c.source.type.length),
+                "location": _fitted(p.location, s.problems.c.location.type.length),
                 "reason": p.reason,
                 "excerpt": p.excerpt,
                 "recorded_at": now_us,
