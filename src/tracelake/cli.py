@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, time
 from enum import IntEnum, StrEnum
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import sqlalchemy as sa
 import typer
@@ -25,11 +25,11 @@ from rich.table import Table
 
 from tracelake import render
 from tracelake.api.auth import TokenFileError
+from tracelake.collect.openlineage_log import log_lines
 from tracelake.collect.schema import SchemaFileError
 from tracelake.collect.sql import UnknownDialectError
-from tracelake.collect.sql_input import Line, read_lines
 from tracelake.graph.index import UnknownNodeError
-from tracelake.model import AssetChange, AssetRead, Confidence, Problem, Signal, UrnError
+from tracelake.model import AssetChange, AssetRead, Confidence, Signal, UrnError
 from tracelake.names import DEFAULT_SYSTEM
 from tracelake.review import ReviewError
 from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
@@ -204,13 +204,13 @@ def ingest_openlineage(
     """Ingest OpenLineage events from a file or a stream, as POST /api/v1/lineage takes them."""
     service = open_service(db)
     if path == "-":
-        summary = service.ingest_openlineage(_log_lines(sys.stdin.buffer, "<stdin>"), source="<stdin>")
+        summary = service.ingest_openlineage(log_lines(sys.stdin.buffer, "<stdin>"), source="<stdin>")
     else:
         file = Path(path)
         if not file.is_file():
             raise UserError(f"{file}: no such file")
         with file.open("rb") as handle:
-            summary = service.ingest_openlineage(_log_lines(handle, str(file)), source=str(file))
+            summary = service.ingest_openlineage(log_lines(handle, str(file)), source=str(file))
     for problem in summary.problems:
         print_line("[yellow]problem:[/yellow]", str(problem))
     accepted = summary.events - summary.refused
@@ -219,12 +219,6 @@ def ingest_openlineage(
         highlight=False,
     )
     exit_with_problems(summary.problems)
-
-
-def _log_lines(handle: BinaryIO, source: str) -> Iterator[str | Problem]:
-    """A log's lines as text, each with its line break; a line that is not text as its problem."""
-    for line in read_lines(handle, source):
-        yield line.text + "\n" if isinstance(line, Line) else line
 
 
 @ingest_app.command("sql")

@@ -16,12 +16,20 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from tracelake.collect.openlineage import EventError, event_to_batch
+from tracelake.collect.sql_input import Line, read_lines
 from tracelake.model import LineageBatch, Problem
 
-__all__ = ["batches_from_log"]
+__all__ = ["batches_from_log", "log_lines"]
+
+
+def log_lines(handle: BinaryIO, source: str) -> Iterator[str | Problem]:
+    """A log's lines as `batches_from_log` takes them: text with its line break, or the problem
+    of a line that is not text (read a line at a time, each bounded)."""
+    for line in read_lines(handle, source):
+        yield line.text + "\n" if isinstance(line, Line) else line
 
 
 def batches_from_log(lines: Iterable[str | Problem], source: str) -> Iterator[LineageBatch]:
