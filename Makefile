@@ -18,12 +18,16 @@ test:
 	@scripts/bootstrap.sh dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint:
 	@scripts/bootstrap.sh dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench:
 	@scripts/bootstrap.sh dev,bench

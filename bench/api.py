@@ -80,9 +80,9 @@ import requests
 
 from machine import load_change, print_header, python_machine
 from store import traversal_lake
+from tracelake.app.service import Tracelake, TraversalFilters
 from tracelake.collect.openlineage import event_to_batch
 from tracelake.graph.index import ASSET, FIELD, GraphIndex
-from tracelake.service import Tracelake, TraversalFilters
 from tracelake.store import LineageStore
 
 DEPTH = 5
@@ -356,7 +356,7 @@ def _serve(db_path: str, ports: Any) -> None:
     from fastapi import FastAPI
 
     from tracelake.api.app import ApiSettings, create_app
-    from tracelake.service import Tracelake
+    from tracelake.app.service import Tracelake
 
     store = LineageStore(db_path)
     service = Tracelake(store)
@@ -365,10 +365,10 @@ def _serve(db_path: str, ports: Any) -> None:
     @app.get("/_bench/stats")
     def stats() -> dict[str, Any]:  # the bench's own probe, not part of the API
         return {
-            "groups": app.state.commits.stats.groups,
+            "groups": service.writer_stats.groups,
             "index_builds": service._indexes.builds,
             "cpu": time.process_time(),  # the API process's CPU seconds, every thread
-            "writer_cpu": app.state.commits.stats.cpu_seconds,  # the writer process's, as of its last answer
+            "writer_cpu": service.writer_stats.cpu_seconds,  # the writer process's, as of its last answer
         }
 
     # IPPROTO_TCP, as uvicorn's own bind makes it: asyncio sets TCP_NODELAY only on sockets that

@@ -737,7 +737,7 @@ def print_targets(
 def create_session(workdir: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    from tracelake.local_spark import quiet_log_option
+    from tracelake.spark.local import quiet_log_option
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

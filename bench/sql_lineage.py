@@ -133,7 +133,7 @@ class TracelakeTool:
     name = "tracelake"
 
     def __init__(self, schema_file: Path) -> None:
-        from tracelake.collect.schema import SchemaCatalog
+        from tracelake.collect.catalog import SchemaCatalog
         from tracelake.collect.sql import collect_sql
 
         self._collect = collect_sql

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracelake.cli import MAX_MESSAGE_CHARS, app
+from tracelake.cli import app
+from tracelake.cli.common import MAX_MESSAGE_CHARS
 from tracelake.store import LineageStore
 
 

@@ -1,4 +1,4 @@
-"""Dataset identity (`tracelake.names`): an OpenLineage (namespace, name) and its URN, both ways.
+"""Dataset identity (`tracelake.model.names`): an OpenLineage (namespace, name) and its URN, both ways.
 
 The worst naming failures are false lineage (two datasets on one node) and lost lineage (one
 dataset on two nodes). The property tests generate identities and check that the URN gives back
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tracelake.collect.openlineage import event_to_batch
 from tracelake.collect.sql import collect_sql
 from tracelake.model import parse_urn
-from tracelake.names import (
+from tracelake.model.names import (
     DatasetName,
     asset_urn,
     dataset_of,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tracelake.graph.index import UnknownNodeError
-from tracelake.service import Tracelake, TraversalFilters
+from tracelake.app.service import Tracelake, TraversalFilters
+from tracelake.model import UnknownNodeError
 from tracelake.store import LineageStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dating"

@@ -20,7 +20,7 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 API = "/api/tracelake/v1"

@@ -60,7 +60,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tracelake.local_spark import quiet_log_option
+from tracelake.spark.local import quiet_log_option
 
 DS = "2024-03-10"
 DEFAULT_BASE = Path(".tracelake") / "demo-lake"

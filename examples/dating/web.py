@@ -108,7 +108,7 @@ def _logger(name: str, handler: logging.Handler) -> logging.Logger:
 
 
 def main() -> None:
-    from tracelake.service import Tracelake
+    from tracelake.app.service import Tracelake
     from tracelake.store import LineageStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

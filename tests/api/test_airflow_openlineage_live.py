@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from tests.temporal.airflow_support import VENVS
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 DAGS = Path(__file__).parent / "airflow_openlineage_dags"

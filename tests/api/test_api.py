@@ -22,7 +22,7 @@ from tests.store.test_reads import write_read_log
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dating"
@@ -278,7 +278,7 @@ def test_concurrent_events_all_land_sharing_transactions(service: Tracelake, tmp
     assert codes == [201] * 200
     processes = {urn for urn in service.store.find_urns("", node_type="process", limit=10_000)}
     assert {f"openlineage.job/airflow/job.{i}" for i in range(200)} <= processes
-    assert app.state.commits.stats.groups <= 200
+    assert service.writer_stats.groups <= 200
 
 
 def test_a_body_over_the_limit_is_refused(service: Tracelake) -> None:

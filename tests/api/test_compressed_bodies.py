@@ -17,7 +17,7 @@ import requests
 from tests.api.test_api import client_event, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 LIMIT = 1024 * 1024  # the server's body limit in these tests: 1 MiB, as sent and as decoded

@@ -33,7 +33,7 @@ from tests.conftest import fresh_database
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.temporal.instances import EntityStore
 

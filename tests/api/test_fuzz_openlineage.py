@@ -33,7 +33,7 @@ from tests.api.test_openlineage_conformance import _events
 from tests.conftest import fresh_database
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 SEED = 19

@@ -52,8 +52,8 @@ from tests.api.test_marquez_read import (
 )
 from tracelake.api.app import create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.names import asset_urn
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
+from tracelake.model.names import asset_urn
 from tracelake.store import LineageStore
 from tracelake.store.labels import LabelStore
 

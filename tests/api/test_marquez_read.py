@@ -21,9 +21,9 @@ import requests
 
 from tracelake.api.app import create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.app.service import Tracelake
 from tracelake.collect.openlineage import event_to_batch
-from tracelake.names import asset_urn
-from tracelake.service import Tracelake
+from tracelake.model.names import asset_urn
 from tracelake.store import LineageStore
 from tracelake.store import events as stored
 from tracelake.store.labels import LabelStore

@@ -24,9 +24,9 @@ import requests
 
 from tracelake.api.app import create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.app.service import Tracelake
 from tracelake.collect.openlineage import event_to_batch
-from tracelake.names import asset_urn, dataset_of
-from tracelake.service import Tracelake
+from tracelake.model.names import asset_urn, dataset_of
 from tracelake.store import LineageStore
 
 CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance"

@@ -18,7 +18,7 @@ import requests
 
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.temporal.instances import EntityStore
 

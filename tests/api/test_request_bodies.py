@@ -21,7 +21,7 @@ from tests.api.test_api import run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.json_bodies import MAX_NESTING
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 LIMIT = 1024 * 1024

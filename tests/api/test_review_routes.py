@@ -15,7 +15,7 @@ import requests
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dating"

@@ -32,11 +32,11 @@ from typer.testing import CliRunner
 from tests.api.test_api import EXAMPLE, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.app.service import Tracelake
+from tracelake.app.subscriptions import WebhookPolicy
 from tracelake.cli import app
-from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.store.subscriptions import SubscriptionStore
-from tracelake.subscriptions import WebhookPolicy
 
 API = "/api/tracelake/v1"
 SEGMENTS = "hive.table/ads.user_segments"

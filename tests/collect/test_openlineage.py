@@ -24,7 +24,7 @@ from openlineage.client.serde import Serde
 
 from tracelake.collect.openlineage import JOB_DATASETS, EventError, event_to_batch, events_to_batch
 from tracelake.collect.sql import collect_sql
-from tracelake.emit.openlineage import openlineage_run_id, run_event
+from tracelake.emit.openlineage import run_event
 from tracelake.model import (
     Asset,
     AssetRead,
@@ -38,7 +38,7 @@ from tracelake.model import (
     Transformation,
     parse_urn,
 )
-from tracelake.names import asset_urn, dataset_of, job_of, job_urn, naming
+from tracelake.model.names import asset_urn, dataset_of, job_of, job_urn, naming, openlineage_run_id
 from tracelake.store import LineageStore
 from tracelake.store import schema as store_schema
 from tracelake.store.schema import from_micros

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from tests.api.test_api import client_event, run_event
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.app.service import Tracelake
 from tracelake.cli import app
-from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 
 

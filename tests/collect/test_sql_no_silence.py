@@ -313,7 +313,7 @@ def test_begin_transaction_still_ends_at_its_semicolon() -> None:
 )
 def test_an_alter_declares_no_order_for_columns_only_seen(alter: str) -> None:
     """Columns the store has only seen have no known order; an ALTER must not make one up."""
-    from tracelake.collect.schema import SchemaCatalog
+    from tracelake.collect.catalog import SchemaCatalog
 
     seen = SchemaCatalog.from_mapping({"dw.t": {"a": "int", "b": "int"}}, ordered=False)
     c = collect_sql(f"{alter};\nINSERT INTO dw.t SELECT y, x FROM src.s;", schema=seen)

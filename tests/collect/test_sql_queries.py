@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.model import Confidence
 
 from . import column_edges, confidences, direct_edges, indirect_edges, lineage, table_edges, to_all

@@ -171,7 +171,7 @@ def test_a_json_array_log_is_read_too(tmp_path: Path) -> None:
 
 def test_the_dating_example_log(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2] / "examples" / "dating"
-    from tracelake.collect.schema import SchemaCatalog
+    from tracelake.collect.catalog import SchemaCatalog
 
     c = collect_path(root / "query_log.jsonl", schema=SchemaCatalog.from_file(root / "schema.yaml"))
     assert c.failed == len(c.problems) == 1  # the log carries one deliberately broken query

@@ -6,7 +6,7 @@ Expected edges are worked out by hand from the SQL of each test.
 
 from __future__ import annotations
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql_relation import compose
 from tracelake.model import Transformation as T
 

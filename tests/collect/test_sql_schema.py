@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelake.collect.schema import SchemaCatalog, SchemaFileError
+from tracelake.collect.catalog import SchemaCatalog, SchemaFileError
 
 
 def test_flat_forms_from_a_plain_dict() -> None:

@@ -6,7 +6,7 @@ Expected edges are worked out by hand from the SQL of each test.
 
 from __future__ import annotations
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql import collect_sql
 from tracelake.model import Confidence, Signal
 

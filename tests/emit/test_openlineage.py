@@ -28,7 +28,7 @@ from openlineage.client.transport.transport import Transport
 from referencing import Registry, Resource
 
 from tracelake.emit import LineageEmitter, OpenLineageEmitter, run_event
-from tracelake.emit.openlineage import DEFAULT_PRODUCER, openlineage_run_id
+from tracelake.emit.openlineage import DEFAULT_PRODUCER
 from tracelake.model import (
     Asset,
     AssetChange,
@@ -43,7 +43,7 @@ from tracelake.model import (
     Transformation,
     UrnError,
 )
-from tracelake.names import DatasetName, dataset_of, location_urn, naming
+from tracelake.model.names import DatasetName, dataset_of, location_urn, naming, openlineage_run_id
 
 # -- validation against the OpenLineage JSON schema ---------------------------------------------
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dating"

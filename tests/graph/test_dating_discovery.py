@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tracelake.app.service import Tracelake
 from tracelake.graph import discovery
 from tracelake.graph.policy import check, load_policies
 from tracelake.graph.propagate import propagate
-from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.store.facts import asset_facts
 from tracelake.store.labels import LabelStore

@@ -4,6 +4,7 @@ saving a new propagation adds and drops inferred labels as lineage changes."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -11,9 +12,9 @@ from typer.testing import CliRunner
 
 from tests.graph.test_traverse import A, C, E, fld, flow
 from tracelake.cli import app
-from tracelake.graph.index import GraphIndex, UnknownNodeError
-from tracelake.graph.propagate import propagate
-from tracelake.model import LineageBatch, Transformation
+from tracelake.graph.index import GraphIndex
+from tracelake.graph.propagate import Propagation, propagate
+from tracelake.model import LineageBatch, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
 from tracelake.store.labels import LabelStore
 
@@ -36,7 +37,9 @@ def test_saving_a_propagation_keeps_paths_and_says_what_changed(lake_store: Line
     labels = LabelStore(lake_store)
     labels.declare(fld(A, "user_id"), ["identity.user_id"])
 
-    first = labels.save_inferred(propagate(GraphIndex.from_store(lake_store), labels.declared()), actor="t")
+    first = labels.save_inferred(
+        *_walked(propagate(GraphIndex.from_store(lake_store), labels.declared())), actor="t"
+    )
 
     assert first.added == {(fld(C, "user_id"), "identity.user_id"), (fld(E, "user_id"), "identity.user_id")}
     inferred = [
@@ -58,7 +61,9 @@ def test_saving_a_propagation_keeps_paths_and_says_what_changed(lake_store: Line
             observed_at=LATER,
         )
     )
-    second = labels.save_inferred(propagate(GraphIndex.from_store(lake_store), labels.declared()), actor="t")
+    second = labels.save_inferred(
+        *_walked(propagate(GraphIndex.from_store(lake_store), labels.declared())), actor="t"
+    )
 
     assert second.added == {(fld(z, "uid"), "identity.user_id")}
     assert second.removed == set() and second.kept == 2
@@ -66,7 +71,9 @@ def test_saving_a_propagation_keeps_paths_and_says_what_changed(lake_store: Line
     # and the label is taken off the source: everything inferred from it goes
     labels.undeclare(fld(A, "user_id"), ["identity.user_id"])
     labels.declare(fld(E, "user_id"), ["identity.user_id"])
-    third = labels.save_inferred(propagate(GraphIndex.from_store(lake_store), labels.declared()), actor="t")
+    third = labels.save_inferred(
+        *_walked(propagate(GraphIndex.from_store(lake_store), labels.declared())), actor="t"
+    )
     assert third.removed == {(fld(C, "user_id"), "identity.user_id"), (fld(E, "user_id"), "identity.user_id")}
     assert third.kept == 1 and third.added == set()
 
@@ -93,3 +100,8 @@ def test_the_label_commands(lake_store: LineageStore) -> None:
     assert code == 2 and "--max-depth must be at least 1" in err
     code, _, err = run("propagate", "--label", "religion", "--db", db)
     assert code == 2 and "no declared label to propagate" in err
+
+
+def _walked(result: Propagation) -> tuple[Collection[str], Iterator[tuple[str, tuple[str, ...]]]]:
+    """What the store is told of a propagation: the labels it walked and where each went."""
+    return result.walks, result.paths()

@@ -26,17 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracelake.graph import (
-    GraphIndex,
-    IndexCache,
-    UnknownNodeError,
-    impact,
-    lineage,
-    paths,
-    refresh,
-)
+from tracelake.graph import GraphIndex, IndexCache, impact, lineage, paths, refresh
 from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM
-from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation
+from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
 
 A, B, C, D, E = (f"hive.table/db.{x}" for x in "abcde")

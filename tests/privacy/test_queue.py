@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from tracelake.model import fingerprint, utcnow
 from tracelake.privacy import queue as queue_module
 from tracelake.privacy.queue import DONE, FAILED, PENDING, RUNNING, RequestQueue
-from tracelake.privacy.search import RequestError
+from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
 from tracelake.store import schema as s
 from tracelake.store.leases import STALE
@@ -216,14 +216,14 @@ def test_the_store_holds_no_user_id_once_requests_end(queue: RequestQueue, store
 def test_a_bad_request_is_refused_and_nothing_is_queued(
     queue: RequestQueue, kind: str, ids: list[str], message: str
 ) -> None:
-    with pytest.raises(RequestError, match=message):
+    with pytest.raises(PrivacyRequestError, match=message):
         queue.submit(kind, ids, requester="dpo")
     assert queue.list() == []
     assert queue.audit() == []
 
 
 def test_a_request_for_a_dataset_that_does_not_exist_is_refused(queue: RequestQueue, tmp_path: Path) -> None:
-    with pytest.raises(RequestError, match="does not exist"):
+    with pytest.raises(PrivacyRequestError, match="does not exist"):
         queue.submit("delete", ["u1"], requester="dpo", datasets=[str(tmp_path / "nope")])
     assert queue.list() == []
 
@@ -236,5 +236,5 @@ def test_requests_list_newest_first_and_filter_by_status(queue: RequestQueue) ->
 
     assert [r.id for r in queue.list()] == [newer.id, older.id]
     assert [r.id for r in queue.list(status=RUNNING)] == [older.id]
-    with pytest.raises(RequestError, match="status"):
+    with pytest.raises(PrivacyRequestError, match="status"):
         queue.list(status="stuck")

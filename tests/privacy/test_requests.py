@@ -34,7 +34,7 @@ from tests.privacy.conftest import (
 from tracelake.privacy import DatasetIndex, hash_ids, search, write
 from tracelake.privacy.index import INDEX_DIR, DataFile, ScanPlan, list_data_files
 from tracelake.privacy.requests import Receipt, access, dataset_slug, delete
-from tracelake.privacy.search import Batch, Bounds, Dataset, RequestError
+from tracelake.privacy.search import Batch, Bounds, Dataset, PrivacyRequestError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -179,7 +179,7 @@ def test_access_reads_every_file_when_the_index_is_gone_and_finds_the_same_recor
     [({}, "no request"), ({"r": []}, "r has no user id"), ({"r": ["  "]}, "r has no user id")],
 )
 def test_a_batch_without_ids_is_refused(ids_by_request: dict[str, list[str]], message: str) -> None:
-    with pytest.raises(RequestError, match=message):
+    with pytest.raises(PrivacyRequestError, match=message):
         Batch(ids_by_request)
 
 
@@ -194,12 +194,12 @@ def test_a_batch_cleans_its_own_copy_of_the_ids() -> None:
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "", "x" * 200])
 def test_a_request_name_that_cannot_name_its_egress_folder_is_refused(name: str) -> None:
-    with pytest.raises(RequestError, match="request name"):
+    with pytest.raises(PrivacyRequestError, match="request name"):
         Batch({name: ["u1"]})
 
 
 def test_a_missing_dataset_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RequestError, match="does not exist"):
+    with pytest.raises(PrivacyRequestError, match="does not exist"):
         Dataset.resolve(tmp_path / "nowhere")
 
 
@@ -208,7 +208,7 @@ def test_a_dataset_without_an_index_or_identity_columns_is_refused_with_what_to_
 ) -> None:
     frame(spark, people(range(10)), slices=1).write.parquet(str(tmp_path / "plain"))
 
-    with pytest.raises(RequestError, match=r"index it .* or name its identity columns"):
+    with pytest.raises(PrivacyRequestError, match=r"index it .* or name its identity columns"):
         Dataset.resolve(tmp_path / "plain")
     assert Dataset.resolve(tmp_path / "plain", ["user_id"]).identity == ["user_id"]
 

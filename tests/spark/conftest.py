@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tracelake.model import LineageBatch
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 from tracelake.spark import SparkTracker, track
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 
 # (suffix, storage clause): `USING hive` is a Hive-enabled session's default format
 STORAGE = [

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from pyspark.sql import SparkSession
-    from tracelake import names
+    from tracelake.model import names
     import tracelake.spark
 
     root = sys.argv[1]

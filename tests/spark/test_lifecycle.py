@@ -14,7 +14,7 @@ import pytest
 
 from tests.spark.conftest import Lake
 from tracelake.model import Lifecycle, LineageBatch
-from tracelake.names import table_urn
+from tracelake.model.names import table_urn
 from tracelake.store import LineageStore
 
 

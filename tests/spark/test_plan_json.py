@@ -11,7 +11,7 @@ from typing import Any
 from tracelake.collect.spark_datasets import jdbc_url, jdbc_urn
 from tracelake.collect.spark_lineage import analyze_action, detail_requests
 from tracelake.collect.spark_plan import all_nodes, parse_plan, preorder
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 
 CATALYST = "org.apache.spark.sql.catalyst"
 EXPR = f"{CATALYST}.expressions"

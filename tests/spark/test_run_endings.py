@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from tests.spark.conftest import Lake
 from tracelake.cli import app
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 from tracelake.spark import track
 from tracelake.store import LineageStore
 from tracelake.store.schema import from_micros

@@ -48,10 +48,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql import collect_sql
 from tracelake.model import AssetRead, FlowEdge
-from tracelake.names import table_urn
+from tracelake.model.names import table_urn
 from tracelake.spark import track
 from tracelake.store import LineageStore
 

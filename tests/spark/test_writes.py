@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from tests.spark.conftest import Lake, indirect
 from tracelake.collect.sql import collect_sql
 from tracelake.model import Signal
-from tracelake.names import table_urn
+from tracelake.model.names import table_urn
 
 
 def _table(lake: Lake, name: str) -> str:
@@ -252,7 +252,7 @@ def test_in_memory_sources_are_not_assets(lake: Lake) -> None:
 def test_a_table_write_declares_its_column_order_for_positional_sql_inserts(lake: Lake, tmp_path) -> None:
     """A `saveAsTable` of (name, id) declares that order; a later positional INSERT in a SQL log
     maps by it, not by the names its query happens to give."""
-    from tracelake.service import Tracelake
+    from tracelake.app.service import Tracelake
     from tracelake.store import LineageStore
 
     people = lake.read("people")

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from tracelake.app.service import Tracelake
 from tracelake.cli import app
 from tracelake.model import FlowEdge, LineageBatch, Run, Signal
-from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 
 WRITERS = 8

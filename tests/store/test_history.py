@@ -26,11 +26,11 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.app.service import Tracelake, TraversalFilters
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql import collect_query_log
 from tracelake.graph import traverse
 from tracelake.graph.index import GraphIndex
-from tracelake.service import Tracelake, TraversalFilters
 from tracelake.store import LineageStore
 
 T = "hive.table/"

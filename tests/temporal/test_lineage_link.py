@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.service import Tracelake
+from tracelake.app.entity_lineage import link_lineage
+from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 from tracelake.temporal.instances import EntityStore
-from tracelake.temporal.lineage_link import link_lineage
 
 DEFINITIONS = """
 - name: articles_by_author

@@ -28,9 +28,9 @@ from fastapi import FastAPI
 from tracelake.api.app import ApiSettings, create_app
 from tracelake.api.auth import new_token
 from tracelake.api.server import serve_in_thread
+from tracelake.app.review import Review
+from tracelake.app.service import Tracelake
 from tracelake.model import FlowEdge, LineageBatch, Signal
-from tracelake.review import Review
-from tracelake.service import Tracelake
 from tracelake.store import LineageStore
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright")

@@ -1,2 +1,2 @@
 """Tracelake as a shared service: the HTTP API (FastAPI), its OpenLineage (Marquez-compatible)
-ingest, and the web UI, all thin over `tracelake.service.Tracelake`."""
+ingest, and the web UI, all thin over `tracelake.app.service.Tracelake`."""

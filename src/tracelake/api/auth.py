@@ -26,13 +26,14 @@ from typing import Any, Literal
 
 import yaml
 
-from tracelake.textfile import TextFileError, read_text
+from tracelake.model import InputError
+from tracelake.model.textfile import TextFileError, read_text
 
 Scope = Literal["read", "write"]
 SCOPES: tuple[Scope, ...] = ("read", "write")
 
 
-class TokenFileError(ValueError):
+class TokenFileError(InputError):
     """The token file cannot be used; the server refuses to start rather than run unprotected."""
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from tracelake.api.app import RequestError
+from tracelake.api.deps import RequestError
 
 MAX_NESTING = 100
 

@@ -24,8 +24,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from tracelake.api.app import READ, WRITE, RequestError, get_commits, get_service
+from tracelake.api.deps import READ, WRITE, RequestError, get_service
 from tracelake.api.json_bodies import json_body
+from tracelake.app.service import Tracelake, TraversalFilters
+from tracelake.app.views import EdgeView, NodeView
 from tracelake.collect.openlineage import (
     JOB_DATASETS,
     PROCESSING_TYPE,
@@ -33,16 +35,12 @@ from tracelake.collect.openlineage import (
     event_to_batch,
     events_to_batch,
 )
-from tracelake.graph.index import GraphIndex, UnknownNodeError
-from tracelake.model import LineageBatch, Problem, parse_urn
-from tracelake.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
-from tracelake.service import Tracelake, TraversalFilters
-from tracelake.store.group_commit import Writer
-from tracelake.views import EdgeView, NodeView
+from tracelake.graph.index import GraphIndex
+from tracelake.model import LineageBatch, Problem, UnknownNodeError, parse_urn
+from tracelake.model.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
-Commits = Annotated[Writer, Depends(get_commits)]
 TRACELAKE_NAMESPACE = "tracelake"
 
 
@@ -67,16 +65,16 @@ _EVENTS_BODY = {
     response_class=Response,
     openapi_extra={"requestBody": _EVENTS_BODY},
 )
-async def post_lineage(request: Request, commits: Commits) -> Response:
+async def post_lineage(request: Request, service: Service) -> Response:
     """Ingest one OpenLineage event, or an array of them (all or nothing)."""
     document = await json_body(request)
     try:
         batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
     except EventError as error:
         problem = Problem("openlineage", error.reason, error.path)
-        await asyncio.wrap_future(commits.submit([LineageBatch(problems=[problem])]))
+        await asyncio.wrap_future(service.submit([LineageBatch(problems=[problem])]))
         raise RequestError(error.reason, error.path) from None
-    await asyncio.wrap_future(commits.submit([batch]))
+    await asyncio.wrap_future(service.submit([batch]))
     return Response(status_code=201)
 
 

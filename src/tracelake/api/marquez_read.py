@@ -36,7 +36,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match
 from starlette.types import Scope
 
-from tracelake.api.app import READ, Moment, RequestError, get_service
+from tracelake.api.deps import READ, Moment, RequestError, get_service
 from tracelake.api.marquez import (
     _dataset_id,
     _job_id,
@@ -46,9 +46,10 @@ from tracelake.api.marquez import (
     named_datasets,
     process_of_job,
 )
-from tracelake.graph.index import GraphIndex, UnknownNodeError
-from tracelake.names import DatasetName, asset_urn, dataset_of
-from tracelake.service import Tracelake
+from tracelake.app.service import Tracelake
+from tracelake.graph.index import GraphIndex
+from tracelake.model import UnknownNodeError
+from tracelake.model.names import DatasetName, asset_urn, dataset_of
 from tracelake.store import LineageStore
 from tracelake.store import events as stored
 from tracelake.store.events import ProcessVersion, RunRecord

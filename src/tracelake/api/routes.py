@@ -16,16 +16,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
-from tracelake.api.app import READ, WRITE, Moment, RequestError, get_commits, get_service
+from tracelake.api.deps import READ, WRITE, Moment, RequestError, get_service
 from tracelake.api.json_bodies import JsonBodyRoute
-from tracelake.batch_json import batch_from_json
+from tracelake.app.service import Tracelake, TraversalFilters
 from tracelake.model import Confidence, Signal, Transformation
-from tracelake.service import Tracelake, TraversalFilters
-from tracelake.store.group_commit import Writer
+from tracelake.model.batch_json import batch_from_json
 
 router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"], route_class=JsonBodyRoute)
 Service = Annotated[Tracelake, Depends(get_service)]
-Commits = Annotated[Writer, Depends(get_commits)]
 Direction = Literal["upstream", "downstream", "both"]
 
 
@@ -154,10 +152,10 @@ def problems(service: Service, limit: Annotated[int, Query(ge=1, le=10_000)] = 1
 
 
 @router.post("/batches", dependencies=[WRITE], status_code=201)
-async def ingest_batch(commits: Commits, document: Annotated[dict[str, Any], Body()]) -> dict[str, int]:
-    """Ingest one `LineageBatch` (`tracelake.batch_json`), all or nothing."""
+async def ingest_batch(service: Service, document: Annotated[dict[str, Any], Body()]) -> dict[str, int]:
+    """Ingest one `LineageBatch` (`tracelake.model.batch_json`), all or nothing."""
     batch = batch_from_json(document)
     if not batch.edges and not batch.assets and not batch.fields and not batch.processes:
         raise RequestError("the batch is empty", "$")
-    await asyncio.wrap_future(commits.submit([batch]))
+    await asyncio.wrap_future(service.submit([batch]))
     return {"edges": len(batch.edges), "processes": len(batch.processes), "problems": len(batch.problems)}

@@ -1,8 +1,8 @@
 """Operations over HTTP under `/api/tracelake/v1`: time-partitioned entities (status, taint
 plans, applying them) and privacy requests (submit, status, audit trail).
 
-These routes call what the CLI's commands call (`temporal.operations.EntityOperations`,
-`privacy.queue.RequestQueue`). A privacy request is only queued here; `tracelake privacy run`
+These routes call what the CLI's commands call (`app.entities.EntityOperations`,
+`app.privacy.PrivacyOperations`). A privacy request is only queued here; `tracelake privacy run`
 (on Spark) carries it out. Its user ids are never returned: a request shows their count and
 fingerprint. A request may name datasets only inside the lake folders the server was started
 with (`--lake`); without them, it covers every privacy target. Airflow tasks are cleared by the
@@ -13,17 +13,19 @@ marks the status table only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from tracelake.api.app import READ, WRITE, Moment, RequestError, actor_of, get_service
+from tracelake.api.deps import READ, WRITE, Moment, RequestError, actor_of, get_service
 from tracelake.api.json_bodies import JsonBodyRoute
-from tracelake.privacy.queue import PrivacyRequest, RequestQueue
-from tracelake.privacy.search import RequestError as PrivacyRequestError
-from tracelake.service import Tracelake
-from tracelake.temporal.operations import EntityOperations
+from tracelake.app.entities import EntityOperations
+from tracelake.app.privacy import PrivacyOperations, PrivacyRequestError
+from tracelake.app.service import Tracelake
+
+if TYPE_CHECKING:
+    from tracelake.privacy.queue import PrivacyRequest
 
 router = APIRouter(
     prefix="/api/tracelake/v1", tags=["entities and privacy requests"], route_class=JsonBodyRoute
@@ -51,7 +53,7 @@ class Submission(BaseModel):
 
 @router.get("/entities", dependencies=[READ])
 def entities(service: Service) -> list[dict[str, Any]]:
-    graph = EntityOperations(service.store).graph()
+    graph = EntityOperations(service).graph()
     return [graph.entities[name].to_dict() for name in graph.order]
 
 
@@ -64,7 +66,7 @@ def status(
     at: Moment | None = None,
 ) -> list[dict[str, Any]]:
     """Instances starting in [from, to): states, valid or tainted, why, by whom, when."""
-    entity, rows = EntityOperations(service.store).status(name, start=start, end=end, at=at)
+    entity, rows = EntityOperations(service).status(name, start=start, end=end, at=at)
     return [
         {
             "instance": entity.label(row.start),
@@ -85,7 +87,7 @@ def status(
 def taint(service: Service, actor: Actor, name: str, body: TaintRequest) -> dict[str, Any]:
     """Every downstream instance to rebuild (or downgrade) after wrong data in [from, to);
     `apply` marks them in the status table."""
-    done = EntityOperations(service.store).taint(
+    done = EntityOperations(service).taint(
         name, body.start, body.end, reason=body.reason, until=body.until, apply=body.apply, actor=actor
     )
     applied = done.applied
@@ -129,7 +131,7 @@ def submit(service: Service, actor: Actor, request: Request, body: Submission) -
                 f"{dataset} is not inside the server's lake folders", f"$.datasets[{number}]", 403
             )
     try:
-        queued = RequestQueue(service.store).submit(
+        queued = PrivacyOperations(service).submit(
             body.kind, body.ids, requester=actor, datasets=body.datasets or None
         )
     except PrivacyRequestError as error:
@@ -141,13 +143,13 @@ def submit(service: Service, actor: Actor, request: Request, body: Submission) -
 def requests_list(
     service: Service, status: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> list[dict[str, Any]]:
-    return [_request(r) for r in RequestQueue(service.store).list(status=status, limit=limit)]
+    return [_request(r) for r in PrivacyOperations(service).requests(status=status, limit=limit)]
 
 
 @router.get("/privacy/requests/{request_id}", dependencies=[READ])
 def request_status(service: Service, request_id: str) -> dict[str, Any]:
     try:
-        return _request(RequestQueue(service.store).get(request_id))
+        return _request(PrivacyOperations(service).request(request_id))
     except PrivacyRequestError as error:
         raise RequestError(str(error), status=404) from None
 
@@ -157,5 +159,5 @@ def audit(service: Service, request_id: str) -> list[dict[str, Any]]:
     """The request's trail: submitted, started, finished or failed, with counts only."""
     return [
         {"event": e.event, "at": e.at.isoformat(), "requester": e.requester, "details": e.details}
-        for e in RequestQueue(service.store).audit(request_id)
+        for e in PrivacyOperations(service).audit(request_id)
     ]

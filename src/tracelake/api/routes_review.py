@@ -1,5 +1,5 @@
 """The privacy engineer's routes under `/api/tracelake/v1`: labels, propagation, discovery
-sessions, policy checks and hotness, each a call to `tracelake.review.Review` (as the CLI's
+sessions, policy checks and hotness, each a call to `tracelake.app.review.Review` (as the CLI's
 commands are). Decisions are recorded under the name of the token that made them (`api` when
 the server runs without tokens).
 
@@ -11,19 +11,20 @@ document can also be posted for checking.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.deps import READ, WRITE, RequestError, actor_of, get_service
 from tracelake.api.json_bodies import JsonBodyRoute
-from tracelake.graph.discovery import DecisionRule, Session
-from tracelake.graph.policy import Policy, Violation, load_policies, parse_policies
-from tracelake.graph.propagate import CARRYING, PropagationRules
+from tracelake.app.review import CARRIED_BY_DEFAULT, Review
+from tracelake.app.service import Tracelake
 from tracelake.model import Confidence, Problem, Transformation
-from tracelake.review import Review
-from tracelake.service import Tracelake
+
+if TYPE_CHECKING:
+    from tracelake.graph.discovery import Session
+    from tracelake.graph.policy import Policy, Violation
 
 router = APIRouter(
     prefix="/api/tracelake/v1", tags=["labels, discovery and policies"], route_class=JsonBodyRoute
@@ -45,7 +46,7 @@ class Labelling(BaseModel):
 
 class Rules(BaseModel):
     min_confidence: Confidence = Confidence.MEDIUM
-    carry: list[Transformation] = Field(default_factory=lambda: sorted(CARRYING))
+    carry: list[Transformation] = Field(default_factory=lambda: list(CARRIED_BY_DEFAULT))
     stop_kind: list[str] = []
     stop_zone: list[str] = []
     max_depth: int | None = Field(None, ge=1)
@@ -113,14 +114,15 @@ def undeclare(review: Reviewer, body: Labelling) -> dict[str, Any]:
 @router.post("/propagate", dependencies=[WRITE])
 def propagate(review: Reviewer, actor: Actor, rules: Rules) -> dict[str, Any]:
     """Spread declared labels downstream under the rules and store what they reach."""
-    spread = PropagationRules(
+    outcome = review.propagate(
         min_confidence=rules.min_confidence,
-        transformations=frozenset(rules.carry),
-        stop_kinds=frozenset(rules.stop_kind),
-        stop_zones=tuple(rules.stop_zone),
+        carry=rules.carry,
+        stop_kinds=rules.stop_kind,
+        stop_zones=rules.stop_zone,
         max_depth=rules.max_depth,
+        only=set(rules.label),
+        actor=actor,
     )
-    outcome = review.propagate(spread, only=set(rules.label), actor=actor)
     return {
         "labels": {name: sorted(outcome.result.nodes_with(name)) for name in outcome.result.walks},
         "added": len(outcome.changes.added),
@@ -159,8 +161,13 @@ def decide(review: Reviewer, actor: Actor, session_id: str, body: Decision) -> d
 
 @router.post("/discovery/{session_id}/rule", dependencies=[WRITE])
 def rule(review: Reviewer, actor: Actor, session_id: str, body: Rule) -> dict[str, Any]:
-    decision = DecisionRule(frozenset(body.include_kind), tuple(body.exclude_zone), body.name)
-    found, decided = review.apply_rule(session_id, decision, actor=actor)
+    found, decided = review.apply_rule(
+        session_id,
+        include_kinds=body.include_kind,
+        exclude_zones=body.exclude_zone,
+        name=body.name,
+        actor=actor,
+    )
     return {**decided, "candidates": found.candidates}
 
 
@@ -195,7 +202,7 @@ def violations(review: Reviewer, request: Request, file: str | None = None) -> d
     policies: list[Policy] = []
     problems: list[Problem] = []
     for path in paths:
-        loaded, found = load_policies(path)
+        loaded, found = review.policies_from_file(path)
         policies += loaded
         problems += [Problem(str(path.relative_to(root)), p.reason, p.location) for p in found]
     return _report(policies, problems, review.check(policies))
@@ -204,7 +211,7 @@ def violations(review: Reviewer, request: Request, file: str | None = None) -> d
 @router.post("/policies/check", dependencies=[READ])
 def check_posted(review: Reviewer, document: Annotated[str, Body(media_type="text/yaml")]) -> dict[str, Any]:
     """Check posted policies (YAML, as in a policy file) against the graph."""
-    policies, problems = parse_policies(document, "body")
+    policies, problems = review.policies_from_text(document, "body")
     if problems:
         raise RequestError("; ".join(str(p) for p in problems), "$")
     return _report(policies, problems, review.check(policies))

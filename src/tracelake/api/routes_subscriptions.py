@@ -16,16 +16,13 @@ from fastapi.responses import StreamingResponse
 from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from tracelake.api.app import READ, WRITE, RequestError, actor_of, get_service
+from tracelake.api.deps import READ, WRITE, RequestError, actor_of
 from tracelake.api.json_bodies import JsonBodyRoute
-from tracelake.service import Tracelake
-from tracelake.store.subscriptions import Subscription, SubscriptionStore
-from tracelake.subscriptions import Direction, Subscriptions, WebhookRefused
+from tracelake.app.subscriptions import Direction, Subscriptions, WebhookRefused
 
 router = APIRouter(
     prefix="/api/tracelake/v1/subscriptions", tags=["subscriptions"], route_class=JsonBodyRoute
 )
-Service = Annotated[Tracelake, Depends(get_service)]
 HEARTBEAT_SECONDS = 15.0
 
 
@@ -36,71 +33,64 @@ class Subscribe(BaseModel):
     webhook_url: AnyHttpUrl | None = None
 
 
-def _found(service: Tracelake, subscription_id: str) -> Subscription:
-    subscription = SubscriptionStore(service.store).get(subscription_id)
-    if subscription is None:
-        raise RequestError(f"no subscription {subscription_id!r}", status=404)
-    return subscription
+def _subscriptions(request: Request) -> Subscriptions:
+    return Subscriptions(request.app.state.service, request.app.state.webhooks)
+
+
+Watched = Annotated[Subscriptions, Depends(_subscriptions)]
 
 
 @router.post("", dependencies=[WRITE], status_code=201)
-def subscribe(
-    request: Request, service: Service, body: Subscribe, actor: Annotated[str, Depends(actor_of)]
-) -> dict[str, Any]:
+def subscribe(watched: Watched, body: Subscribe, actor: Annotated[str, Depends(actor_of)]) -> dict[str, Any]:
     """Watch a closure from now on; the answer carries the webhook secret, shown only here."""
     url = str(body.webhook_url) if body.webhook_url else None
     try:
-        made = Subscriptions(service, request.app.state.webhooks).subscribe(
-            body.node, body.direction, depth=body.depth, webhook_url=url, actor=actor
-        )
+        made = watched.subscribe(body.node, body.direction, depth=body.depth, webhook_url=url, actor=actor)
     except WebhookRefused as refusal:
         raise RequestError(str(refusal), "$.webhook_url") from None
     return {**made.public(), "secret": made.secret}
 
 
 @router.get("", dependencies=[READ])
-def subscriptions(service: Service) -> list[dict[str, Any]]:
-    return [s.public() for s in SubscriptionStore(service.store).all()]
+def subscriptions(watched: Watched) -> list[dict[str, Any]]:
+    return [s.public() for s in watched.all()]
 
 
 @router.get("/{subscription_id}", dependencies=[READ])
-def subscription(service: Service, subscription_id: str) -> dict[str, Any]:
-    return _found(service, subscription_id).public()
+def subscription(watched: Watched, subscription_id: str) -> dict[str, Any]:
+    return watched.get(subscription_id).public()
 
 
 @router.delete("/{subscription_id}", dependencies=[WRITE], status_code=204)
-def unsubscribe(service: Service, subscription_id: str) -> None:
-    if not SubscriptionStore(service.store).delete(subscription_id):
-        raise RequestError(f"no subscription {subscription_id!r}", status=404)
+def unsubscribe(watched: Watched, subscription_id: str) -> None:
+    watched.delete(subscription_id)
 
 
 @router.get("/{subscription_id}/events", dependencies=[READ])
 def events(
-    service: Service, subscription_id: str, after: Annotated[int, Query(ge=0)] = 0
+    watched: Watched, subscription_id: str, after: Annotated[int, Query(ge=0)] = 0
 ) -> list[dict[str, Any]]:
     """The changes after event `after`, oldest first (poll with the last seq seen)."""
-    _found(service, subscription_id)
-    return [e.to_json() for e in SubscriptionStore(service.store).events(subscription_id, after=after)]
+    watched.get(subscription_id)
+    return [e.to_json() for e in watched.events(subscription_id, after=after)]
 
 
 @router.get("/{subscription_id}/deliveries", dependencies=[READ])
-def deliveries(service: Service, subscription_id: str) -> list[dict[str, Any]]:
+def deliveries(watched: Watched, subscription_id: str) -> list[dict[str, Any]]:
     """Every webhook attempt: when, the answer's status or the error, and where the event stands."""
-    _found(service, subscription_id)
-    return SubscriptionStore(service.store).deliveries(subscription_id)
+    return watched.deliveries(subscription_id)
 
 
 @router.get("/{subscription_id}/stream", dependencies=[READ])
 async def stream(
     request: Request,
-    service: Service,
+    watched: Watched,
     subscription_id: str,
     last_event_id: Annotated[int | None, Header(alias="Last-Event-ID")] = None,
     after: Annotated[int, Query(ge=0)] = 0,
 ) -> StreamingResponse:
     """Server-sent events: every change after `Last-Event-ID` (or `after`), then each new one."""
-    _found(service, subscription_id)
-    store = SubscriptionStore(service.store)
+    watched.get(subscription_id)
     interval: float = request.app.state.settings.subscription_interval or 0.5
 
     async def produce() -> AsyncIterator[str]:
@@ -108,7 +98,7 @@ async def stream(
         quiet = 0.0
         yield "retry: 1000\n\n"
         while not await request.is_disconnected():
-            found = await run_in_threadpool(store.events, subscription_id, after=seen)
+            found = await run_in_threadpool(watched.events, subscription_id, after=seen)
             for event in found:
                 seen = event.seq
                 yield f"id: {event.seq}\nevent: closure.changed\ndata: {json.dumps(event.to_json())}\n\n"

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Problem, Process, Signal, UrnError
-from tracelake.names import resolve_node, uri_urn
-from tracelake.textfile import TextFileError, read_text
+from tracelake.model.names import resolve_node, uri_urn
+from tracelake.model.textfile import TextFileError, read_text
 
 ASSET_SCHEME = "asset://"
 SUFFIXES = {".yml", ".yaml", ".json"}

@@ -11,7 +11,7 @@ a malformed facet (the facet dropped; an owner without a name dropped from its o
 
 The schemaURL's last segment names the kind (`…#/$defs/JobEvent`, as Marquez reads it), else the
 shape: `run` → RunEvent, `dataset` → DatasetEvent, `job` alone → JobEvent. A dataset is its
-(namespace, name) as sent, named as every collector names datasets (`tracelake.names`); its
+(namespace, name) as sent, named as every collector names datasets (`tracelake.model.names`); its
 `storage` facet's layer and file format are properties of the asset, never part of its name. A job
 is the process `names.job_urn(namespace, name)`, of kind `jobType.jobType` lower-cased (else
 `openlineage`), with asset edges from every input to every output and field edges from each
@@ -52,7 +52,6 @@ from typing import Any, TypeVar
 
 from openlineage.client.event_v2 import RunState
 
-from tracelake.emit.openlineage import openlineage_run_id
 from tracelake.model import (
     Asset,
     AssetChange,
@@ -69,7 +68,7 @@ from tracelake.model import (
     Transformation,
     as_utc,
 )
-from tracelake.names import asset_urn, field_urn, job_urn
+from tracelake.model.names import asset_urn, field_urn, job_urn, openlineage_run_id
 
 __all__ = ["JOB_DATASETS", "PROCESSING_TYPE", "EventError", "event_to_batch", "events_to_batch"]
 

@@ -33,10 +33,10 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from tracelake.batch_json import batch_to_json
 from tracelake.collect.probe_flows import Capture, FlowSet, Landing, SampledRequest
 from tracelake.collect.probe_match import Limits, flatten
 from tracelake.model import LineageBatch, parse_urn
+from tracelake.model.batch_json import batch_to_json
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])

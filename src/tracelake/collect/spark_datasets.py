@@ -19,7 +19,7 @@ from typing import Any
 
 from tracelake.collect.spark_plan import Expr, PlanNode
 from tracelake.model import Lifecycle
-from tracelake.names import location_urn, split_qualified_name, table_urn
+from tracelake.model.names import location_urn, split_qualified_name, table_urn
 
 # Leaves that hold data living only in the driver or the job: no asset, no lineage beyond them.
 IN_MEMORY_LEAVES = frozenset({"LogicalRDD", "LocalRelation", "Range", "ExternalRDD", "LocalTableScan"})

@@ -39,7 +39,7 @@ from tracelake.collect.spark_expressions import ExpressionWalker, Scope
 from tracelake.collect.spark_plan import Expr, PlanNode, all_nodes, detail_kind, relation_key
 from tracelake.collect.sql_relation import Deps, T, add_composed, add_dep, column_urn
 from tracelake.model import DECLARED_COLUMNS, Confidence, Lifecycle, Transformation
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 
 EdgeKey = tuple[str, str, Transformation | None]
 # The datasets behind the RDDs `df.rdd` made in a run, by RDD id.

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlglot.dialects.dialect import Dialect, Dialects
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql_input import Piece, Skipped, open_input, read_pieces
 from tracelake.collect.sql_log import LogEntry, read_log
 from tracelake.collect.sql_split import ParsedStatement, StatementError, excerpt, parse_statements
@@ -33,6 +33,7 @@ from tracelake.model import (
     AssetRead,
     Field,
     FlowEdge,
+    InputError,
     LineageBatch,
     Problem,
     Process,
@@ -43,15 +44,15 @@ from tracelake.model import (
     fingerprint,
     utcnow,
 )
-from tracelake.names import DEFAULT_DATABASE
-from tracelake.textfile import TextFileError
+from tracelake.model.names import DEFAULT_DATABASE
+from tracelake.model.textfile import TextFileError
 
 QUERY_LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log"})
 # Engine names seen in query logs that are not sqlglot dialect names themselves.
 _ENGINE_ALIASES = {"spark3": "spark", "sparksql": "spark", "spark_sql": "spark", "hiveql": "hive"}
 
 
-class UnknownDialectError(ValueError):
+class UnknownDialectError(InputError):
     """A dialect name sqlglot does not know."""
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tracelake.model import Problem
-from tracelake.textfile import TextFileError
+from tracelake.model.textfile import TextFileError
 
 MAX_STATEMENT_BYTES = 16 * 1024 * 1024  # also the longest line of a query log
 PIECE_BYTES = 4 * 1024 * 1024

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tracelake.model import Confidence, Transformation
-from tracelake.names import field_urn
+from tracelake.model.names import field_urn
 
 T = Transformation
 Deps = dict[tuple[str, Transformation], Confidence]

@@ -26,7 +26,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.scope import build_scope
 
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.sql_lineage import QueryAnalyzer
 from tracelake.collect.sql_relation import Deps, Relation, add_composed, add_dep, weakest
 from tracelake.collect.sql_targets import (
@@ -42,7 +42,7 @@ from tracelake.collect.sql_targets import (
     partition_spec,
 )
 from tracelake.model import DECLARED_COLUMNS, Confidence, Transformation
-from tracelake.names import DEFAULT_CATALOGS, field_urn, location_urn, table_urn
+from tracelake.model.names import DEFAULT_CATALOGS, field_urn, location_urn, table_urn
 
 _GLOBAL_TEMP_DB = "global_temp"
 # Where `_resolve_tables` leaves, on each table node, what the name stands for.

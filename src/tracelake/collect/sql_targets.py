@@ -15,7 +15,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from tracelake.collect.sql_relation import Deps, Relation
 from tracelake.model import Confidence
-from tracelake.names import location_urn
+from tracelake.model.names import location_urn
 
 # Spark's `format.`/path`` names a table by its files: it becomes a `file.<format>/<path>` node.
 FILE_FORMATS = frozenset(

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -53,26 +53,21 @@ from openlineage.client.transport.http import (
 )
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
-from tracelake import __version__
 from tracelake.model import AssetChange, FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
-from tracelake.names import dataset_of
+from tracelake.model.names import dataset_of, openlineage_run_id
 
 __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PRODUCER",
     "OpenLineageEmitter",
-    "openlineage_run_id",
     "run_event",
 ]
 
 log = logging.getLogger("tracelake.openlineage")
 
 DEFAULT_NAMESPACE = "tracelake"
-DEFAULT_PRODUCER = f"https://github.com/tracelake/tracelake/tree/{__version__}"
-
-# Fixed, so a run id that is not a UUID always maps to the same OpenLineage runId and a
-# START and its COMPLETE, sent by different processes, still pair up.
-_RUN_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/tracelake/tracelake#run")
+_VERSION = version("tracelake")
+DEFAULT_PRODUCER = f"https://github.com/tracelake/tracelake/tree/{_VERSION}"
 
 # Hadoop's S3 connectors are one store to OpenLineage: its naming spec says `s3://{bucket}`.
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -80,16 +75,6 @@ SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 _OBJECT_STORES = frozenset({"s3", "gs"})
 
 _MAX_ERROR_CLASS = 256
-
-
-def openlineage_run_id(run_id: str) -> str:
-    """The run's id as OpenLineage wants it: a UUID as is, anything else as a stable uuid5 of it."""
-    if not run_id:
-        raise ValueError("a run needs a run id")
-    try:
-        return str(uuid.UUID(run_id))
-    except ValueError:
-        return str(uuid.uuid5(_RUN_ID_NAMESPACE, run_id))
 
 
 def _split_field(urn: str) -> tuple[str, str]:
@@ -308,7 +293,7 @@ def run_event(
         run_facets["processing_engine"] = processing_engine_run.ProcessingEngineRunFacet(
             version=str(engine_version),
             name=str(engine),
-            openlineageAdapterVersion=__version__,
+            openlineageAdapterVersion=_VERSION,
             producer=producer,
         )
     job_facets: dict[str, JobFacet] = {

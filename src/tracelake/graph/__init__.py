@@ -1,6 +1,6 @@
 """Analyses over the lineage graph: pure functions over an in-memory graph index."""
 
-from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError, refresh
+from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, refresh
 from tracelake.graph.traverse import ImpactedAsset, LineageResult, impact, lineage, paths
 
 __all__ = [
@@ -9,7 +9,6 @@ __all__ = [
     "ImpactedAsset",
     "IndexCache",
     "LineageResult",
-    "UnknownNodeError",
     "impact",
     "lineage",
     "paths",

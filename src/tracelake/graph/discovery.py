@@ -26,13 +26,13 @@ import numpy as np
 from tracelake.graph.index import FIELD, GraphIndex
 from tracelake.graph.propagate import CARRYING
 from tracelake.graph.traverse import EdgeFilter, edge_filter, gather_slots, sorted_unique
-from tracelake.model import Confidence, Transformation
+from tracelake.model import Confidence, InputError, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]
 IN_SET: frozenset[str] = frozenset({"source", "reached", "included"})
 
 
-class DiscoveryError(ValueError):
+class DiscoveryError(InputError):
     """A decision the session cannot take (an unknown node, one that is not a candidate)."""
 
 

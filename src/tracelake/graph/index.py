@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelake.model import Confidence, Signal, Transformation, UrnError
-from tracelake.names import resolve_node
+from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError, UrnError
+from tracelake.model.names import resolve_node
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import NODE_TYPES, OPEN_END, GraphSnapshot
 
@@ -36,22 +36,6 @@ ASSET, FIELD, PROCESS = (NODE_TYPES.index(name) for name in ("asset", "field", "
 SIGNALS: tuple[Signal, ...] = tuple(Signal)
 TRANSFORMATIONS: tuple[Transformation, ...] = tuple(Transformation)
 CONFIDENCE_BY_RANK: dict[int, Confidence] = {c.rank: c for c in Confidence}
-
-
-class UnknownNodeError(KeyError):
-    """A start or end node that the graph does not hold; `suggestions` are near matches."""
-
-    def __init__(self, urn: str, suggestions: tuple[str, ...] = ()) -> None:
-        super().__init__(urn)
-        self.urn = urn
-        self.suggestions = suggestions
-
-    def __str__(self) -> str:
-        # KeyError's own __str__ repr()s its argument; a CLI wants a sentence.
-        text = f"unknown node {self.urn!r}"
-        if self.suggestions:
-            text += "; did you mean: " + ", ".join(self.suggestions)
-        return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ import yaml
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import PropagationRules, propagate
 from tracelake.model import Problem
-from tracelake.textfile import TextFileError, read_text
+from tracelake.model.textfile import TextFileError, read_text
+from tracelake.store.facts import AssetFacts
 
 KINDS = ("purpose", "security_level", "layer", "redundant")
 
@@ -39,15 +40,6 @@ class Policy:
     layer: str = ""  # purpose: the zone's layer
     source_layer: str = ""  # layer: `from`
     target_layer: str = ""  # layer: `to`
-
-
-@dataclass(frozen=True)
-class AssetFacts:
-    """What the policies need to know of an asset besides its edges."""
-
-    layer: str | None = None
-    security_level: int | None = None
-    columns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ the labels is the caller's business.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +83,12 @@ class Propagation:
         path = self.path(walk, position)
         stopped = bool(walk.stopped[position])
         return InferredLabel(self.index.urns[position], walk.label, path[0], path, stopped)
+
+    def paths(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        """(label, path from its declared node) of every node a label reached."""
+        for walk in self.walks.values():
+            for position in walk.reached:
+                yield walk.label, self.path(walk, int(position))
 
     def path(self, walk: LabelWalk, position: int) -> tuple[str, ...]:
         nodes = [position]

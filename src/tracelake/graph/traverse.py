@@ -39,16 +39,8 @@ from typing import Literal
 
 import numpy as np
 
-from tracelake.graph.index import (
-    FIELD,
-    SIGNALS,
-    TRANSFORMATIONS,
-    Adjacency,
-    EdgeRef,
-    GraphIndex,
-    UnknownNodeError,
-)
-from tracelake.model import Confidence, Signal, Transformation
+from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, EdgeRef, GraphIndex
+from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError
 from tracelake.store.schema import to_micros
 from tracelake.store.sqlstore import OPEN_END
 

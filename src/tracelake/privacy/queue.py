@@ -28,12 +28,14 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from tracelake.model import fingerprint, utcnow
-from tracelake.privacy.search import RequestError
+from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
 from tracelake.store import schema as s
 from tracelake.store.leases import holder_gone
 
 log = logging.getLogger(__name__)
+# A user id is a key, an email, a device id: anything longer is a file pasted by mistake.
+MAX_ID_LENGTH = 1024
 
 Kind = Literal["access", "delete"]
 KINDS: tuple[Kind, ...] = ("access", "delete")
@@ -88,16 +90,20 @@ class RequestQueue:
         request_id: str | None = None,
     ) -> PrivacyRequest:
         if kind not in KINDS:
-            raise RequestError(f"a request is one of {', '.join(KINDS)}, not {kind!r}")
+            raise PrivacyRequestError(f"a request is one of {', '.join(KINDS)}, not {kind!r}")
         clean = list(dict.fromkeys(str(value).strip() for value in ids if str(value).strip()))
         if not clean:
-            raise RequestError("a request needs at least one user id")
+            raise PrivacyRequestError("a request needs at least one user id")
+        for number, value in enumerate(clean):
+            if len(value) > MAX_ID_LENGTH or "\x00" in value:
+                reason = f"over {MAX_ID_LENGTH} characters or binary"
+                raise PrivacyRequestError(f"user id {number + 1} of the request is not one ({reason})")
         if not requester.strip():
-            raise RequestError("a request needs a requester")
+            raise PrivacyRequestError("a request needs a requester")
         folders = [str(Path(path).absolute()) for path in datasets or ()]
         missing = [folder for folder in folders if not Path(folder).is_dir()]
         if missing:
-            raise RequestError(f"dataset {missing[0]} does not exist (or is not a folder)")
+            raise PrivacyRequestError(f"dataset {missing[0]} does not exist (or is not a folder)")
         asked = self.open_request(kind, clean, folders)
         if asked is not None:  # asked again: the open request answers it, and the trail says so
             with self.store.engine.begin() as conn:
@@ -268,7 +274,7 @@ class RequestQueue:
         with self.store.engine.connect() as conn:
             row = conn.execute(sa.select(table).where(table.c.id == request_id)).mappings().first()
         if row is None:
-            raise RequestError(f"no privacy request {request_id!r}")
+            raise PrivacyRequestError(f"no privacy request {request_id!r}")
         return _request(row)
 
     def list(self, *, status: str | None = None, limit: int = 100) -> list[PrivacyRequest]:
@@ -276,7 +282,7 @@ class RequestQueue:
         query = sa.select(table).order_by(table.c.submitted_at.desc(), table.c.id).limit(limit)
         if status is not None:
             if status not in STATUSES:
-                raise RequestError(f"a request status is one of {', '.join(STATUSES)}, not {status!r}")
+                raise PrivacyRequestError(f"a request status is one of {', '.join(STATUSES)}, not {status!r}")
             query = query.where(table.c.status == status)
         with self.store.engine.connect() as conn:
             return [_request(row) for row in conn.execute(query).mappings()]

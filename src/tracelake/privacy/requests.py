@@ -44,7 +44,7 @@ from tracelake.privacy.search import (
     Bounds,
     Dataset,
     DatasetScan,
-    RequestError,
+    PrivacyRequestError,
     holds,
     matches,
     plan_scan,
@@ -397,4 +397,4 @@ def dataset_slug(root: Path) -> str:
     return f"{root.name}-{fingerprint(str(root))[:8]}"
 
 
-__all__ = ["AccessError", "DeleteError", "Receipt", "RequestError", "access", "dataset_slug", "delete"]
+__all__ = ["AccessError", "DeleteError", "PrivacyRequestError", "Receipt", "access", "dataset_slug", "delete"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.requests import Receipt, access, delete
-from tracelake.privacy.search import Batch, Bounds, Dataset, RequestError
+from tracelake.privacy.search import Batch, Bounds, Dataset, PrivacyRequestError
 from tracelake.privacy.targets import find_targets
 from tracelake.store import LineageStore
 
@@ -101,7 +101,7 @@ def run_requests(
     `max_ids` bounds the ids of a sub-job, `bounds` the files and bytes of one Spark pass.
     """
     if kind == "access" and egress is None:
-        raise RequestError("access requests need an egress folder for the records they export")
+        raise PrivacyRequestError("access requests need an egress folder for the records they export")
     queue = RequestQueue(store)
     report = RunReport()
     with queue.holding():
@@ -135,7 +135,7 @@ def _run_taken(
         return
     try:
         jobs = plan_sub_jobs(taken, targets, max_ids=max_ids)
-    except RequestError as error:
+    except PrivacyRequestError as error:
         for request in taken:
             queue.fail(request.id, error)
             report.failed[request.id] = str(error)
@@ -145,7 +145,7 @@ def _run_taken(
             progress(job, number, len(jobs))
         try:
             if not job.datasets:
-                raise RequestError("no dataset to search: declare privacy targets or name datasets")
+                raise PrivacyRequestError("no dataset to search: declare privacy targets or name datasets")
             batch = Batch({request.id: list(request.ids) for request in job.requests})
             if kind == "access":
                 receipts = access(spark, batch, job.datasets, egress or "", bounds=bounds)

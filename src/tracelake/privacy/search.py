@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from tracelake.model import InputError
 from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns, holds_any
 from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan
@@ -35,7 +36,7 @@ _NAMED_AT_MOST = 32
 _REQUEST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:#@+=-]{0,127}")
 
 
-class RequestError(ValueError):
+class PrivacyRequestError(InputError):
     """A request that cannot run as asked: no ids, an unknown dataset, no identity columns."""
 
 
@@ -76,18 +77,18 @@ class Batch:
 
     def __post_init__(self) -> None:
         if not self.ids_by_request:
-            raise RequestError("no request to run")
+            raise PrivacyRequestError("no request to run")
         self.ids_by_request = dict(self.ids_by_request)  # cleaned below: the caller's stays as it was
         self.requests_by_id = {}
         for request, ids in list(self.ids_by_request.items()):
             if not _REQUEST_NAME.fullmatch(request):
                 # It names the request's egress folder: no path separators, no dot files.
-                raise RequestError(
+                raise PrivacyRequestError(
                     f"request name {request!r} is not usable (letters, digits, ._:#@+=- and spaces)"
                 )
             clean = [str(value).strip() for value in ids if str(value).strip()]
             if not clean:
-                raise RequestError(f"request {request} has no user id")
+                raise PrivacyRequestError(f"request {request} has no user id")
             self.ids_by_request[request] = clean
             for value in clean:
                 self.requests_by_id.setdefault(value, []).append(request)
@@ -108,10 +109,10 @@ class Dataset:
     def resolve(cls, path: str | Path, identity: Sequence[str] = ()) -> Dataset:
         root = Path(path).absolute()
         if not root.is_dir():
-            raise RequestError(f"dataset {root} does not exist (or is not a folder)")
+            raise PrivacyRequestError(f"dataset {root} does not exist (or is not a folder)")
         columns = list(identity) or sorted(DatasetIndex.load(root).columns())
         if not columns:
-            raise RequestError(
+            raise PrivacyRequestError(
                 f"dataset {root} has no identity index and no identity columns were given; "
                 "index it (`tracelake privacy index`) or name its identity columns"
             )
@@ -248,7 +249,7 @@ __all__ = [
     "Dataset",
     "DatasetScan",
     "IdentityError",
-    "RequestError",
+    "PrivacyRequestError",
     "holds",
     "matches",
 ]

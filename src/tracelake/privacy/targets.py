@@ -18,7 +18,7 @@ from pathlib import Path
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import lineage
 from tracelake.model import Asset, Confidence, Field, LineageBatch, parse_urn
-from tracelake.names import field_urn, location_urn
+from tracelake.model.names import field_urn, location_urn
 from tracelake.store import LineageStore
 
 IDENTITY_LABEL = "identity."

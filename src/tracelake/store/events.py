@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracelake.names import asset_urn
+from tracelake.model.names import asset_urn
 from tracelake.store import schema as s
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import LineageStore, NodeRecord, _node_record

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 
-from tracelake.graph.policy import AssetFacts
 from tracelake.store import schema as s
 from tracelake.store.sqlstore import LineageStore
+
+
+@dataclass(frozen=True)
+class AssetFacts:
+    """What the policies need to know of an asset besides its edges."""
+
+    layer: str | None = None
+    security_level: int | None = None
+    columns: frozenset[str] = frozenset()
 
 
 def asset_facts(store: LineageStore) -> dict[str, AssetFacts]:

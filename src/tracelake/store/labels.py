@@ -10,15 +10,13 @@ Confirmed labels are a discovery session's reviewed set; sessions are stored her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
-from tracelake.graph.discovery import DiscoveryError, Session
-from tracelake.graph.index import UnknownNodeError
-from tracelake.graph.propagate import Propagation
-from tracelake.model import utcnow
+from tracelake.model import UnknownNodeError, utcnow
 from tracelake.store import schema as s
 from tracelake.store.sqlstore import LineageStore
 
@@ -57,12 +55,27 @@ class LabelStore:
     def declared(self) -> dict[str, tuple[str, ...]]:
         return self.store.labelled("")
 
-    def save_inferred(self, propagation: Propagation, *, actor: str) -> LabelChanges:
-        """Replace the inferred labels of every label `propagation` walked by what it found."""
+    def save_inferred(
+        self, walked: Collection[str], reached: Iterable[tuple[str, Sequence[str]]], *, actor: str
+    ) -> LabelChanges:
+        """Replace the inferred labels of every label `walked` by those `reached`: (label, path
+        from the declared node it came from to the node it reached)."""
         table = s.label_assignments
-        labels = list(propagation.walks)
+        labels = list(walked)
         changes = LabelChanges()
         now = s.to_micros(utcnow())
+        rows = [
+            {
+                "urn": path[-1],
+                "label": label,
+                "provenance": INFERRED,
+                "source": path[0],
+                "path": list(path),
+                "actor": actor,
+                "assigned_at": now,
+            }
+            for label, path in reached
+        ]
         with self.store.engine.begin() as conn:
             before = {
                 (urn, label)
@@ -73,21 +86,6 @@ class LabelStore:
                 )
             }
             conn.execute(table.delete().where(table.c.provenance == INFERRED, table.c.label.in_(labels)))
-            rows = []
-            for walk in propagation.walks.values():
-                for position in walk.reached:
-                    path = propagation.path(walk, int(position))
-                    rows.append(
-                        {
-                            "urn": path[-1],
-                            "label": walk.label,
-                            "provenance": INFERRED,
-                            "source": path[0],
-                            "path": list(path),
-                            "actor": actor,
-                            "assigned_at": now,
-                        }
-                    )
             if rows:
                 conn.execute(table.insert(), rows)
         after = {(row["urn"], row["label"]) for row in rows}
@@ -95,56 +93,56 @@ class LabelStore:
         changes.kept = len(after & before)
         return changes
 
-    def confirm(self, session: Session, *, actor: str) -> int:
-        """Store a discovery session's set as confirmed labels (replacing its label's earlier ones)."""
+    def confirm(
+        self, label: str, session_id: str, confirmed: Iterable[tuple[str, Sequence[str]]], *, actor: str
+    ) -> int:
+        """Store a discovery session's set, (node, path to it), as the confirmed labels of `label`
+        (replacing its earlier ones)."""
         table = s.label_assignments
-        sources = {urn for urn, member in session.members.items() if member.state == "source"}
+        now = s.to_micros(utcnow())
         rows = [
             {
                 "urn": urn,
-                "label": session.label,
+                "label": label,
                 "provenance": CONFIRMED,
-                "source": session.id,
-                "path": [*session.members[urn].via[:1], urn],
+                "source": session_id,
+                "path": list(path),
                 "actor": actor,
-                "assigned_at": s.to_micros(utcnow()),
+                "assigned_at": now,
             }
-            for urn in session.confirmed
-            if urn not in sources
+            for urn, path in confirmed
         ]
         with self.store.engine.begin() as conn:
-            conn.execute(
-                table.delete().where(table.c.provenance == CONFIRMED, table.c.label == session.label)
-            )
+            conn.execute(table.delete().where(table.c.provenance == CONFIRMED, table.c.label == label))
             if rows:
                 conn.execute(table.insert(), rows)
         return len(rows)
 
-    def save_session(self, session: Session, *, actor: str) -> None:
+    def save_session(self, session_id: str, label: str, data: Mapping[str, Any], *, actor: str) -> None:
+        """Keep a discovery session (its JSON form), created by `actor` or updated."""
         table = s.discovery_sessions
         now = s.to_micros(utcnow())
         with self.store.engine.begin() as conn:
-            update = table.update().where(table.c.id == session.id)
-            updated = conn.execute(update.values(session=session.to_dict(), updated_at=now)).rowcount
+            update = table.update().where(table.c.id == session_id)
+            updated = conn.execute(update.values(session=dict(data), updated_at=now)).rowcount
             if not updated:
                 conn.execute(
                     table.insert().values(
-                        id=session.id,
-                        label=session.label,
-                        session=session.to_dict(),
+                        id=session_id,
+                        label=label,
+                        session=dict(data),
                         created_by=actor,
                         created_at=now,
                         updated_at=now,
                     )
                 )
 
-    def load_session(self, session_id: str) -> Session:
+    def load_session(self, session_id: str) -> dict[str, Any] | None:
+        """A session's JSON form as saved, or None when there is no such session."""
         table = s.discovery_sessions
         with self.store.engine.connect() as conn:
             data = conn.execute(sa.select(table.c.session).where(table.c.id == session_id)).scalar()
-        if data is None:
-            raise DiscoveryError(f"no discovery session {session_id!r}")
-        return Session.from_dict(data)
+        return None if data is None else dict(data)
 
     def sessions(self) -> list[tuple[str, str, str]]:
         """(id, label, created by) of every session, newest first."""

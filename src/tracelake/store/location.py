@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from tracelake.model import InputError
+
 BACKENDS = ("sqlite", "postgresql")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-class StoreError(ValueError):
+class StoreError(InputError):
     """The store named cannot be used; the message says which and why (passwords left out)."""
 
 

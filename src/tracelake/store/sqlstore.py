@@ -47,6 +47,7 @@ from tracelake.model import (
     parse_urn,
     utcnow,
 )
+from tracelake.model.names import openlineage_run_id
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.history import HistoryPlan, StoredVersion, plan_history
@@ -881,9 +882,6 @@ class LineageStore:
         """Keep the OpenLineage events the batches came from, as received, for Marquez's read API."""
         if not any(batch.events for batch in batches):
             return
-        # here, not at the top: the emitter brings in the OpenLineage client, which only events need
-        from tracelake.emit.openlineage import openlineage_run_id
-
         rows = []
         for batch in batches:
             for event in batch.events:

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from tracelake.model import Problem
+from tracelake.model.textfile import TextFileError, read_text
 from tracelake.temporal.entities import (
     DEFAULT_STATE,
     AirflowBinding,
@@ -30,7 +31,6 @@ from tracelake.temporal.entities import (
     check,
 )
 from tracelake.temporal.periods import WEEKDAYS, Period
-from tracelake.textfile import TextFileError, read_text
 
 
 @dataclass

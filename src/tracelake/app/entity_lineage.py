@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tracelake.app.service import Tracelake
 from tracelake.graph import traverse
-from tracelake.graph.index import UnknownNodeError
-from tracelake.service import Tracelake
+from tracelake.model import UnknownNodeError
 from tracelake.temporal.planner import EntityGraph
 
 Finding = Literal["missing dependency", "unobserved dependency", "unknown asset"]

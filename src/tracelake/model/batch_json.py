@@ -20,6 +20,7 @@ from tracelake.model import (
     Confidence,
     Field,
     FlowEdge,
+    InputError,
     LineageBatch,
     Problem,
     Process,
@@ -33,7 +34,7 @@ from tracelake.model import (
 T = TypeVar("T")
 
 
-class BatchError(ValueError):
+class BatchError(InputError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path

@@ -1,6 +1,6 @@
 """`tracelake entities …`, `status`, `ready`, `record` and `taint`: time-partitioned entities.
 
-A thin typer layer over `tracelake.temporal.instances.EntityStore`: load and check entity
+A thin typer layer over `tracelake.app.entities.EntityOperations`: load and check entity
 definitions, read and record instance status, check readiness, and plan (then apply) a taint.
 Times without an offset are local to the entity's time zone.
 """
@@ -12,21 +12,27 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from tracelake.cli import DbOption, UserError, err, friendly_errors, out, parse_time, print_error
-from tracelake.service import Tracelake
-from tracelake.store import LineageStore
-from tracelake.temporal.airflow import AirflowClient, AirflowError, apply_to_airflow, reconcile
-from tracelake.temporal.entities import Entity
-from tracelake.temporal.instances import EntityStore, InstanceStatus
-from tracelake.temporal.lineage_link import link_lineage
-from tracelake.temporal.operations import EntityOperations, entity_of, moment
-from tracelake.temporal.planner import EntityGraph, TaintPlan
+from tracelake.app.entities import AirflowSettings, EntityOperations
+from tracelake.cli.common import (
+    DbOption,
+    UserError,
+    err,
+    friendly_errors,
+    open_service,
+    out,
+    parse_time,
+    print_error,
+)
+
+if TYPE_CHECKING:
+    from tracelake.temporal.entities import Entity
+    from tracelake.temporal.instances import InstanceStatus
+    from tracelake.temporal.planner import TaintPlan
 
 entities_app = typer.Typer(help="Time-partitioned entity definitions.", no_args_is_help=True)
 
@@ -53,24 +59,14 @@ AirflowPasswordOption = Annotated[
 ]
 
 
-def airflow_client(
+def airflow_settings(
     url: str | None, token: str | None, user: str | None, password: str | None
-) -> AirflowClient | None:
-    if not url:
-        return None
-    return AirflowClient(url, token=token, username=user, password=password)
+) -> AirflowSettings | None:
+    return AirflowSettings(url, token=token, username=user, password=password) if url else None
 
 
-def open_entities(db: str | None) -> EntityStore:
-    return EntityStore(LineageStore(db))
-
-
-def _graph(entities: EntityStore) -> EntityGraph:
-    return EntityOperations(entities.store).graph()
-
-
-_entity = entity_of
-_moment = moment
+def open_entities(db: str | None) -> EntityOperations:
+    return EntityOperations(open_service(db))
 
 
 @entities_app.command("load")
@@ -80,8 +76,7 @@ def load_command(
     db: DbOption = None,
 ) -> None:
     """Check entity definitions and store them; nothing is stored if any has a problem."""
-    entities = open_entities(db)
-    found = entities.load(paths)
+    found = open_entities(db).load(paths)
     if not found.ok:
         for problem in found.problems:
             print_error(str(problem))
@@ -94,7 +89,7 @@ def load_command(
 @friendly_errors
 def list_command(db: DbOption = None) -> None:
     """The stored entities, upstream first."""
-    graph = _graph(open_entities(db))
+    graph = open_entities(db).graph()
     table = Table(title="entities")
     for column in ("entity", "period", "kind", "time zone", "states", "depends on", "airflow"):
         table.add_column(column, overflow="fold")
@@ -118,8 +113,7 @@ def list_command(db: DbOption = None) -> None:
 @friendly_errors
 def link_command(db: DbOption = None) -> None:
     """Check entity dependencies against observed lineage; exit 1 if a flow is not covered."""
-    entities = open_entities(db)
-    findings = link_lineage(_graph(entities), Tracelake(entities.store))
+    findings = open_entities(db).link()
     if not findings:
         out.print("every observed flow between entities is a declared dependency", highlight=False)
         return
@@ -141,9 +135,7 @@ def status_command(
     db: DbOption = None,
 ) -> None:
     """The status of an entity's instances: states held, valid or tainted, who, when and why."""
-    subject, rows = EntityOperations(LineageStore(db)).status(
-        entity, start=start, end=end, at=parse_time(at, "--at")
-    )
+    subject, rows = open_entities(db).status(entity, start=start, end=end, at=parse_time(at, "--at"))
     if not rows:
         out.print(f"no instance of {entity} on record" + (f" at {at}" if at else ""), highlight=False)
         return
@@ -176,14 +168,9 @@ def record_command(
     db: DbOption = None,
 ) -> None:
     """Record that an instance now holds a state (what a successful run reports)."""
-    entities = open_entities(db)
-    subject = _entity(_graph(entities), entity)
-    try:
-        row = entities.record(
-            subject, _moment(at, subject.tz, "--at"), state, actor=actor or getpass.getuser(), run_id=run_id
-        )
-    except ValueError as error:
-        raise UserError(str(error)) from None
+    subject, row = open_entities(db).record(
+        entity, at, state, actor=actor or getpass.getuser(), run_id=run_id
+    )
     out.print(f"{entity} {subject.label(row.start)}: {', '.join(row.states)}", highlight=False)
 
 
@@ -194,14 +181,8 @@ def ready_command(
     db: DbOption = None,
 ) -> None:
     """Whether an instance's dependencies for a state are there; exit 1 and list them if not."""
-    entities = open_entities(db)
-    graph = _graph(entities)
-    subject = _entity(graph, entity)
-    try:
-        readiness = entities.is_ready(graph, entity, _moment(at, subject.tz, "--at"), state)
-    except ValueError as error:
-        raise UserError(str(error)) from None
-    label = subject.label(readiness.start)
+    graph, readiness = open_entities(db).ready(entity, at, state)
+    label = graph.entities[entity].label(readiness.start)
     if readiness.ready:
         out.print(f"{entity} {label} is ready to be {state}", highlight=False)
         return
@@ -236,9 +217,16 @@ def taint_command(
 ) -> None:
     """Plan what to rebuild downstream of wrong data; a dry run unless --apply."""
     who = actor or getpass.getuser()
-    operations = EntityOperations(LineageStore(db))
-    taint = operations.taint(
-        entity, start, end, reason=reason, until=parse_time(until, "--until"), apply=apply, actor=who
+    airflow = airflow_settings(airflow_url, airflow_token, airflow_user, airflow_password)
+    taint = open_entities(db).taint(
+        entity,
+        start,
+        end,
+        reason=reason,
+        until=parse_time(until, "--until"),
+        apply=apply,
+        actor=who,
+        airflow=airflow,
     )
     plan = taint.plan
     if output is PlanFormat.json:
@@ -254,15 +242,12 @@ def taint_command(
         f"applied: {report.rebuilt} instance(s) marked for rebuild, {report.downgraded} downgraded",
         highlight=False,
     )
-    entities, graph = operations.entities, operations.graph()
-    client = airflow_client(airflow_url, airflow_token, airflow_user, airflow_password)
-    if client is None:
+    if taint.airflow_error:
+        raise UserError(f"the status table is marked, but clearing Airflow failed: {taint.airflow_error}")
+    cleared = taint.cleared
+    if cleared is None:
         err.print("no Airflow configured (--airflow-url): no task cleared", highlight=False)
         return
-    try:
-        cleared = apply_to_airflow(plan, graph, client, entities, reason=reason, actor=who)
-    except AirflowError as error:
-        raise UserError(f"the status table is marked, but clearing Airflow failed: {error}") from None
     for index, request in enumerate(cleared.requests):
         tasks = ", ".join(request.task_ids) or "every task"
         err.print(
@@ -284,17 +269,10 @@ def reconcile_command(
     db: DbOption = None,
 ) -> None:
     """Compare the status table with Airflow's task instances; exit 1 and list the drift."""
-    client = airflow_client(airflow_url, airflow_token, airflow_user, airflow_password)
-    if client is None:
+    airflow = airflow_settings(airflow_url, airflow_token, airflow_user, airflow_password)
+    if airflow is None:
         raise UserError("reconcile needs Airflow: give --airflow-url (or TRACELAKE_AIRFLOW_URL)")
-    entities = open_entities(db)
-    graph = _graph(entities)
-    utc = ZoneInfo("UTC")
-    lo, hi = _moment(start, utc, "--from"), _moment(end, utc, "--to")
-    try:
-        drifts = reconcile(graph, client, entities, lo=lo, hi=hi)
-    except AirflowError as error:
-        raise UserError(str(error)) from None
+    graph, drifts = open_entities(db).reconcile(start, end, airflow)
     if not drifts:
         out.print("the status table and Airflow agree", highlight=False)
         return

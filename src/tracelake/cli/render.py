@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tracelake.views import EdgeView, GraphView, NodeView
+from tracelake.app.views import EdgeView, GraphView, NodeView
 
 
 def to_json(view: GraphView) -> str:

@@ -10,22 +10,27 @@ a `ReviewError` with a sentence for the user.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from tracelake.app.service import Tracelake
 from tracelake.graph import discovery
 from tracelake.graph.discovery import DecisionRule, Session
 from tracelake.graph.hotness import hotness
-from tracelake.graph.policy import Policy, Violation, check
-from tracelake.graph.propagate import Propagation, PropagationRules, propagate
-from tracelake.model import Confidence
-from tracelake.service import Tracelake
+from tracelake.graph.policy import Policy, Violation, check, load_policies, parse_policies
+from tracelake.graph.propagate import CARRYING, Propagation, PropagationRules, propagate
+from tracelake.model import Confidence, InputError, Problem, Transformation
 from tracelake.store.facts import asset_facts
 from tracelake.store.labels import MAX_LABEL, LabelAssignment, LabelChanges, LabelStore
 from tracelake.store.reads import NO_READS
 
+# The transformations that carry a label unless told otherwise: those that move values.
+CARRIED_BY_DEFAULT: tuple[Transformation, ...] = tuple(sorted(CARRYING))
 
-class ReviewError(ValueError):
+
+class ReviewError(InputError):
     """A request the review cannot carry out, said as a sentence."""
 
 
@@ -82,9 +87,28 @@ class Review:
         return self.labels.assignments(urn=urn, label=label)
 
     def propagate(
-        self, rules: PropagationRules, *, only: set[str] | None = None, actor: str
+        self,
+        *,
+        min_confidence: Confidence = Confidence.MEDIUM,
+        carry: Iterable[Transformation] = CARRIED_BY_DEFAULT,
+        stop_kinds: Iterable[str] = (),
+        stop_zones: Iterable[str] = (),
+        max_depth: int | None = None,
+        only: set[str] | None = None,
+        actor: str,
     ) -> PropagationOutcome:
-        """Spread declared labels (`only` these, if given) and store what they reach."""
+        """Spread declared labels (`only` these, if given) downstream over edges of at least
+        `min_confidence` that `carry` values, stopping at assets of `stop_kinds`, under URN
+        prefixes `stop_zones` and after `max_depth` hops; store what they reach."""
+        if max_depth is not None and max_depth < 1:
+            raise ReviewError("max_depth must be at least 1")
+        rules = PropagationRules(
+            min_confidence=min_confidence,
+            transformations=frozenset(carry),
+            stop_kinds=frozenset(stop_kinds),
+            stop_zones=tuple(stop_zones),
+            max_depth=max_depth,
+        )
         declared = {
             urn: [name for name in names if not only or name in only]
             for urn, names in self.labels.declared().items()
@@ -95,7 +119,7 @@ class Review:
                 "no declared label to propagate: declare some with `tracelake label add NODE LABEL`"
             )
         result = propagate(self.service.index(), declared, rules)
-        changes = self.labels.save_inferred(result, actor=actor)
+        changes = self.labels.save_inferred(result.walks, result.paths(), actor=actor)
         return PropagationOutcome(result, changes, declared)
 
     # ------------------------------------------------------------ discovery sessions
@@ -115,19 +139,22 @@ class Review:
         except discovery.DiscoveryError as error:
             raise ReviewError(str(error)) from None
         new = discovery.next_round(index, session)
-        self.labels.save_session(session, actor=actor)
+        self._save(session, actor)
         return Round(session, new)
 
     def session(self, session_id: str) -> Session:
-        try:
-            return self.labels.load_session(session_id)
-        except discovery.DiscoveryError as error:
-            raise UnknownSession(str(error)) from None
+        data = self.labels.load_session(session_id)
+        if data is None:
+            raise UnknownSession(f"no discovery session {session_id!r}")
+        return Session.from_dict(data)
+
+    def _save(self, session: Session, actor: str) -> None:
+        self.labels.save_session(session.id, session.label, session.to_dict(), actor=actor)
 
     def next_round(self, session_id: str, *, actor: str) -> Round:
         session = self.session(session_id)
         new = discovery.next_round(self.service.index(), session)
-        self.labels.save_session(session, actor=actor)
+        self._save(session, actor)
         return Round(session, new)
 
     def decide(
@@ -140,15 +167,24 @@ class Review:
             gone = discovery.decide(session, urn, include, reason=reason, by=actor)
         except discovery.DiscoveryError as error:
             raise ReviewError(str(error)) from None
-        self.labels.save_session(session, actor=actor)
+        self._save(session, actor)
         return urn, gone
 
     def apply_rule(
-        self, session_id: str, rule: DecisionRule, *, actor: str
+        self,
+        session_id: str,
+        *,
+        include_kinds: Iterable[str] = (),
+        exclude_zones: Iterable[str] = (),
+        name: str = "rule",
+        actor: str,
     ) -> tuple[Session, dict[str, list[str]]]:
+        """Decide the candidates a heuristic rule covers: include those of `include_kinds`, exclude
+        those under `exclude_zones` (exclusions cascade); the rest wait. `name` is kept with each."""
+        rule = DecisionRule(frozenset(include_kinds), tuple(exclude_zones), name)
         session = self.session(session_id)
         decided = discovery.apply_rule(self.service.index(), session, rule)
-        self.labels.save_session(session, actor=actor)
+        self._save(session, actor)
         return session, decided
 
     def export(self, session_id: str, *, confirm: bool = False, actor: str) -> dict[str, Any]:
@@ -159,7 +195,11 @@ class Review:
                 raise NotStable(
                     f"{session_id} is not stable yet: decide its candidates and run the next round"
                 )
-            self.labels.confirm(session, actor=actor)
+            sources = {urn for urn, member in session.members.items() if member.state == "source"}
+            confirmed = [
+                (urn, [*session.members[urn].via[:1], urn]) for urn in session.confirmed if urn not in sources
+            ]
+            self.labels.confirm(session.label, session.id, confirmed, actor=actor)
         return {
             "session": session.id,
             "label": session.label,
@@ -174,6 +214,14 @@ class Review:
         }
 
     # ------------------------------------------------------------ policies and hotness
+
+    def policies_from_file(self, path: Path) -> tuple[list[Policy], list[Problem]]:
+        """Policies from a YAML file; every malformed entry is a problem, the rest load."""
+        return load_policies(path)
+
+    def policies_from_text(self, text: str, source: str) -> tuple[list[Policy], list[Problem]]:
+        """Policies from YAML text (`source` names it in problems)."""
+        return parse_policies(text, source)
 
     def check(self, policies: list[Policy]) -> list[Violation]:
         index = self.service.index()

@@ -1,4 +1,4 @@
-"""Runtime lineage of PySpark jobs in one line: `tracelake.spark.track(spark, job="…")`.
+"""The run tracker behind `tracelake.spark.track(spark, job="…")`: runtime lineage of PySpark jobs.
 
 `track` attaches a `QueryExecutionListener` to the session — Java compiled in the driver's JVM
 (`collect.spark_listener.CaptureJournal`; no jar to install) that journals each action's plan
@@ -41,34 +41,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from tracelake import names
 from tracelake.collect import spark_journal
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_listener import ActionFailure, CaptureJournal, ListenerQueue, parse_lines
 from tracelake.collect.spark_run import (
     ABORT,
     COMPLETE,
-    FAIL,
     PROCESS_PREFIX,
     RUNNING,
     ActionRecord,
     RunRecord,
 )
-from tracelake.model import LineageBatch, Run, utcnow
+from tracelake.model import LineageBatch, Run, names, utcnow
 from tracelake.store import LineageStore, leases
-
-__all__ = [
-    "ABORT",
-    "COMPLETE",
-    "FAIL",
-    "PROCESS_PREFIX",
-    "RUNNING",
-    "ActionRecord",
-    "Recovered",
-    "SparkTracker",
-    "recover",
-    "track",
-]
 
 logger = logging.getLogger("tracelake.spark")
 

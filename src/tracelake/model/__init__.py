@@ -3,7 +3,7 @@
 A collector turns a signal (a SQL log, a Spark plan, an OpenLineage event…) into a
 `LineageBatch` of assets, fields, processes, runs and flow edges; `store.ingest` writes it.
 Nodes are named by URNs: an asset is `<system>.<kind>/<name>` (`hive.table/dating.users`),
-a field is `<asset urn>#<path>` (`hive.table/dating.users#address.city`). `tracelake.names` makes
+a field is `<asset urn>#<path>` (`hive.table/dating.users#address.city`). `tracelake.model.names` makes
 them, so that one dataset written many ways is one node.
 """
 
@@ -67,8 +67,29 @@ class Transformation(StrEnum):
 _DIRECT = frozenset({Transformation.IDENTITY, Transformation.TRANSFORMATION, Transformation.AGGREGATION})
 
 
-class UrnError(ValueError):
+class InputError(ValueError):
+    """A mistake in what a user gave Tracelake (a file, a name, an option, a request): the
+    interfaces say it in one line (the CLI exits 2, the API answers 4xx), never as a traceback."""
+
+
+class UrnError(InputError):
     """A string that is not a node URN nor a table name we can resolve."""
+
+
+class UnknownNodeError(InputError, KeyError):
+    """A start or end node that the graph does not hold; `suggestions` are near matches."""
+
+    def __init__(self, urn: str, suggestions: tuple[str, ...] = ()) -> None:
+        super().__init__(urn)
+        self.urn = urn
+        self.suggestions = suggestions
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ repr()s its argument; a CLI wants a sentence.
+        text = f"unknown node {self.urn!r}"
+        if self.suggestions:
+            text += "; did you mean: " + ", ".join(self.suggestions)
+        return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from tracelake.model import UrnError, parse_urn
-from tracelake.names import DEFAULT_CATALOGS, DEFAULT_DATABASE, resolve_node
-from tracelake.textfile import TextFileError, read_text
+from tracelake.model import InputError, UrnError, parse_urn
+from tracelake.model.names import DEFAULT_CATALOGS, DEFAULT_DATABASE, resolve_node
+from tracelake.model.textfile import TextFileError, read_text
 
 # sqlglot needs a type per column; it only reads it for dialects that annotate types, and
 # an unparseable type would abort qualification there, so unknown types stay neutral.
@@ -31,7 +31,7 @@ _SQLGLOT_DEFAULT_CATALOG = "spark_catalog"
 ColumnSpec = Mapping[str, Any] | Iterable[str]
 
 
-class SchemaFileError(ValueError):
+class SchemaFileError(InputError):
     """A schema file that cannot be read as a table → columns mapping."""
 
 

@@ -1,7 +1,7 @@
 """`tracelake privacy …`: identity indexes, privacy targets, and access/delete requests.
 
-A thin typer layer over `tracelake.privacy`: each command parses its options, calls one
-operation and prints a table. Requests go through the store's queue, so a command line
+A thin typer layer over `tracelake.app.privacy.PrivacyOperations`: each command parses its
+options, calls one operation and prints a table. Requests go through the store's queue, so a command line
 request and a batch run leave the same audit trail; `access`/`delete` queue and then run
 at once unless told `--queue-only`.
 """
@@ -9,11 +9,6 @@ at once unless told `--queue-only`.
 from __future__ import annotations
 
 import getpass
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,21 +16,19 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracelake.cli import DbOption, UserError, err, friendly_errors, out
-from tracelake.local_spark import quiet_log_option
-from tracelake.privacy.filters import DEFAULT_FPP
-from tracelake.privacy.identity import IdentityError
-from tracelake.privacy.queue import RequestQueue
-from tracelake.privacy.runner import MAX_IDS, RunReport, SubJob, run_requests
-from tracelake.privacy.search import Bounds, RequestError
-from tracelake.privacy.targets import declare, find_targets
-from tracelake.privacy.verify import verify
-from tracelake.privacy.writer import build_index
-from tracelake.store import LineageStore
-from tracelake.textfile import read_text
+from tracelake.app.privacy import (
+    DEFAULT_FPP,
+    MAX_ID_LENGTH,
+    MAX_IDS,
+    PrivacyOperations,
+    index_dataset,
+    verify_index,
+)
+from tracelake.cli.common import DbOption, UserError, err, friendly_errors, open_service, out
+from tracelake.model.textfile import read_text
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from tracelake.privacy.runner import RunReport, SubJob
 
 privacy_app = typer.Typer(
     help="Identity indexes and GDPR/CCPA access and delete requests.", no_args_is_help=True
@@ -54,7 +47,6 @@ EgressOption = Annotated[
     Path, typer.Option("--egress", help="Where access requests write the records they find")
 ]
 DEFAULT_EGRESS = Path(".tracelake") / "egress"
-MAX_ID_LENGTH = 1024
 
 
 @privacy_app.command("index")
@@ -65,8 +57,7 @@ def index_command(
     fpp: Annotated[float, typer.Option(help="Target false-positive rate of the filters")] = DEFAULT_FPP,
 ) -> None:
     """Build identity filters for a Parquet dataset's files that have none (or a stale one)."""
-    with _spark() as spark, _user_errors():
-        report = build_index(spark, path, identity=identity, fpp=fpp)
+    report = index_dataset(path, identity, fpp=fpp)
     table = Table(title=f"identity index of {report.path}")
     for column in ("files indexed", "left unindexed", "distinct ids", "index bytes", "bits/id", "seconds"):
         table.add_column(column, justify="right")
@@ -98,12 +89,7 @@ def verify_command(
 
     Exits 1 while a wrong filter remains: a request could skip a file holding a requested id.
     """
-    with _user_errors():
-        if repair:
-            with _spark() as spark:
-                report = verify(path, identity or (), repair_with=spark, fpp=fpp)
-        else:
-            report = verify(path, identity or ())
+    report = verify_index(path, identity or (), repair=repair, fpp=fpp)
     table = Table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
     for column in (
         "files",
@@ -152,8 +138,7 @@ def declare_command(
     db: DbOption = None,
 ) -> None:
     """Record that a dataset holds identities in these columns (a privacy target)."""
-    with LineageStore(db) as store, _user_errors():
-        target = declare(store, path, identity)
+    target = _privacy(db).declare(path, identity)
     out.print(f"declared {target.asset} with identity columns {', '.join(target.identity)}")
 
 
@@ -161,8 +146,7 @@ def declare_command(
 @friendly_errors
 def targets_command(db: DbOption = None) -> None:
     """The datasets privacy requests cover: declared, or reached by identities through lineage."""
-    with LineageStore(db) as store:
-        targets = find_targets(store)
+    targets = _privacy(db).targets()
     table = Table(title=f"{len(targets)} privacy targets")
     for column in ("dataset", "identity columns", "searchable", "why"):
         table.add_column(column)
@@ -214,9 +198,8 @@ def run_command(
 ) -> None:
     """Run every queued request of a kind, in batches (sub-jobs bounded by ids, files, bytes),
     after finishing any request a run that died left running."""
-    bounds = Bounds(max_files, None if max_gb is None else int(max_gb * 1e9))
-    with LineageStore(db) as store:
-        _run(store, kind, egress, max_ids=max_ids, bounds=bounds)
+    max_bytes = None if max_gb is None else int(max_gb * 1e9)
+    _run(_privacy(db), kind, egress, max_ids=max_ids, max_files=max_files, max_bytes=max_bytes)
 
 
 @privacy_app.command("requests")
@@ -227,8 +210,7 @@ def requests_command(
     db: DbOption = None,
 ) -> None:
     """Privacy requests, newest first."""
-    with LineageStore(db) as store, _user_errors():
-        requests = RequestQueue(store).list(status=status, limit=limit)
+    requests = _privacy(db).requests(status=status, limit=limit)
     table = Table(title=f"{len(requests)} privacy requests")
     for column in ("request", "kind", "status", "requester", "ids", "submitted", "rows", "error"):
         table.add_column(column)
@@ -255,8 +237,7 @@ def audit_command(
     db: DbOption = None,
 ) -> None:
     """The audit trail of privacy requests: who asked what, when, and what it touched."""
-    with LineageStore(db) as store:
-        events = RequestQueue(store).audit(request, limit=limit)
+    events = _privacy(db).audit(request, limit=limit)
     table = Table(title=f"{len(events)} audit events")
     for column in ("at", "request", "event", "requester", "details"):
         table.add_column(column)
@@ -280,34 +261,34 @@ def _submit_and_run(
 ) -> None:
     ids = _read_ids(user, users)
     who = requester or getpass.getuser()
-    with LineageStore(db) as store, _user_errors():
-        queue = RequestQueue(store)
-        # An id already asked for by an open request is that request (finished below if a run
-        # that died left it), never a second one.
-        again = [queue.open_request(kind, [value], datasets) for value in ids]
-        submitted = [queue.submit(kind, [value], requester=who, datasets=datasets) for value in ids]
-        new = len(submitted) - sum(1 for request in again if request is not None)
-        out.print(f"queued {new} {kind} request{'s' if new != 1 else ''}", highlight=False)
-        for request in again:
-            if request is not None:
-                out.print(f"{request.id} already asks for this id ({request.status})", highlight=False)
-        if not queue_only:
-            _run(store, kind, egress or DEFAULT_EGRESS)
+    privacy = _privacy(db)
+    # An id already asked for by an open request is that request (finished below if a run that
+    # died left it), never a second one.
+    submitted = privacy.submit_each(kind, ids, requester=who, datasets=datasets)
+    new = submitted.new
+    out.print(f"queued {new} {kind} request{'s' if new != 1 else ''}", highlight=False)
+    for request in submitted.again:
+        out.print(f"{request.id} already asks for this id ({request.status})", highlight=False)
+    if not queue_only:
+        _run(privacy, kind, egress or DEFAULT_EGRESS)
+
+
+def _privacy(db: str | None) -> PrivacyOperations:
+    return PrivacyOperations(open_service(db))
 
 
 def _run(
-    store: LineageStore,
+    privacy: PrivacyOperations,
     kind: str,
     egress: Path,
     *,
     max_ids: int = MAX_IDS,
-    bounds: Bounds | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> None:
     if kind not in ("access", "delete"):
         raise UserError(f"kind must be access or delete, not {kind!r}")
     with (
-        _spark() as spark,
-        _user_errors(),
         Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -322,8 +303,8 @@ def _run(
         def advance(job: SubJob, number: int, total: int) -> None:
             bar.update(task, total=total, completed=number - 1, description=f"{kind}: {job.ids} ids")
 
-        report = run_requests(
-            spark, store, kind, egress=egress, max_ids=max_ids, bounds=bounds, progress=advance
+        report = privacy.run(
+            kind, egress=egress, max_ids=max_ids, max_files=max_files, max_bytes=max_bytes, progress=advance
         )
         bar.update(task, completed=bar.tasks[0].total or 0)
     _print_run(kind, report, egress)
@@ -378,42 +359,3 @@ def _read_ids(user: str | None, users: Path | None) -> list[str]:
     if not ids:
         raise UserError(f"{users} holds no user id")
     return list(dict.fromkeys(ids))
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    try:
-        yield
-    except (RequestError, IdentityError, ValueError) as error:
-        raise UserError(str(error)) from None
-
-
-@contextmanager
-def _spark() -> Iterator[SparkSession]:
-    """The running Spark session, or a local one for this command (`local[*]`, quiet, then stopped)."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    logs = Path(tempfile.gettempdir()) / f"tracelake-{getpass.getuser()}"
-    try:
-        session = (
-            SparkSession.builder.master(os.environ.get("TRACELAKE_SPARK_MASTER", "local[*]"))
-            .appName("tracelake-privacy")
-            .config("spark.driver.extraJavaOptions", quiet_log_option(logs))
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-    except (RuntimeError, OSError) as error:  # no Java, or a JVM that could not start
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        needs = "a Java runtime, 17 or newer, must be installed"
-        raise UserError(f"cannot start Spark: {reason} ({needs})") from None
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()

@@ -9,11 +9,13 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from tracelake.model import InputError
+
 # Files read whole are configuration, not data: anything bigger is a wrong path.
 MAX_TEXT_FILE_BYTES = 64 * 1024 * 1024
 
 
-class TextFileError(ValueError):
+class TextFileError(InputError):
     """A file that cannot be read as text: its name and why, said on one line."""
 
     def __init__(self, source: str, reason: str) -> None:

@@ -1,6 +1,6 @@
 """The privacy engineer's commands: `label`, `propagate`, `discover`, `check` and `hot`.
 
-A thin typer layer over `tracelake.review.Review` (labels, propagation, discovery sessions,
+A thin typer layer over `tracelake.app.review.Review` (labels, propagation, discovery sessions,
 policies, hotness): declare labels, spread them, review their flows in sessions, check policies
 against the graph, and rank assets by reliance.
 """
@@ -11,18 +11,17 @@ import getpass
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
-from tracelake.graph import discovery
-from tracelake.graph.discovery import Session
-from tracelake.graph.policy import load_policies
-from tracelake.graph.propagate import CARRYING, PropagationRules
+from tracelake.app.review import CARRIED_BY_DEFAULT, Review
+from tracelake.cli.common import DbOption, UserError, friendly_errors, open_service, out
 from tracelake.model import Confidence, Transformation
-from tracelake.review import Review
+
+if TYPE_CHECKING:
+    from tracelake.graph.discovery import Session
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
 
@@ -91,14 +90,15 @@ def propagate_command(
     """Spread declared labels downstream and store what they reach, with the path of each."""
     if max_depth is not None and max_depth < 1:
         raise UserError("--max-depth must be at least 1")
-    rules = PropagationRules(
+    outcome = _review(db).propagate(
         min_confidence=min_confidence,
-        transformations=frozenset(carry) if carry else CARRYING,
-        stop_kinds=frozenset(stop_kind or ()),
-        stop_zones=tuple(stop_zone or ()),
+        carry=carry or CARRIED_BY_DEFAULT,
+        stop_kinds=stop_kind or (),
+        stop_zones=stop_zone or (),
         max_depth=max_depth,
+        only=set(label or ()),
+        actor=getpass.getuser(),
     )
-    outcome = _review(db).propagate(rules, only=set(label or ()), actor=getpass.getuser())
     result, changes, declared = outcome.result, outcome.changes, outcome.declared
     table = Table(title="propagation")
     for column in ("label", "declared on", "inferred on"):
@@ -190,8 +190,13 @@ def discover_rule(
     db: DbOption = None,
 ) -> None:
     """Decide the candidates a heuristic rule covers (exclusions cascade); the rest wait."""
-    rule = discovery.DecisionRule(frozenset(include_kind or ()), tuple(exclude_zone or ()), name)
-    session, decided = _review(db).apply_rule(session_id, rule, actor=getpass.getuser())
+    session, decided = _review(db).apply_rule(
+        session_id,
+        include_kinds=include_kind or (),
+        exclude_zones=exclude_zone or (),
+        name=name,
+        actor=getpass.getuser(),
+    )
     out.print(
         f"included {len(decided['included'])}, excluded {len(decided['excluded'])}; "
         f"{len(session.candidates)} candidate(s) left",
@@ -228,10 +233,11 @@ def check_command(
     """Check policies against the lineage graph; exit 1 when one is violated (a CI gate)."""
     if not policies.is_file():
         raise UserError(f"{policies}: no such file")
-    loaded, problems = load_policies(policies)
+    review = _review(db)
+    loaded, problems = review.policies_from_file(policies)
     if problems:
         raise UserError("; ".join(str(problem) for problem in problems))
-    violations = _review(db).check(loaded)
+    violations = review.check(loaded)
     if output == "json":
         document = [{**vars(v), "path": list(v.path)} for v in violations]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")

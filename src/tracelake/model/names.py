@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import uuid
 from collections.abc import Iterator
 from typing import NamedTuple
 from urllib.parse import unquote
@@ -427,3 +428,18 @@ def job_of(urn: str) -> tuple[str, str] | None:
         return None
     namespace, _, name = urn[len(JOB_KIND) + 1 :].partition("/")
     return unquote(namespace), unquote(name)
+
+
+# Fixed, so a run id that is not a UUID always maps to the same OpenLineage runId and a
+# START and its COMPLETE, sent by different processes, still pair up.
+_RUN_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/tracelake/tracelake#run")
+
+
+def openlineage_run_id(run_id: str) -> str:
+    """The run's id as OpenLineage wants it: a UUID as is, anything else as a stable uuid5 of it."""
+    if not run_id:
+        raise ValueError("a run needs a run id")
+    try:
+        return str(uuid.UUID(run_id))
+    except ValueError:
+        return str(uuid.uuid5(_RUN_ID_NAMESPACE, run_id))

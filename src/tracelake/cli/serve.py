@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tracelake.api.auth import SCOPES, Scope, TokenFileError, new_token
-from tracelake.cli import DbOption, UserError, friendly_errors, open_service, out
+from tracelake.cli.common import DbOption, UserError, friendly_errors, open_service, out
 
 token_app = typer.Typer(help="Bearer tokens for the HTTP API.", no_args_is_help=True)
 
@@ -49,10 +49,10 @@ def serve_command(
     db: DbOption = None,
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
-    from tracelake import names
     from tracelake.api.app import ApiSettings, create_app
     from tracelake.api.server import serve_forever
-    from tracelake.subscriptions import WebhookAllowError
+    from tracelake.app.subscriptions import WebhookAllowError
+    from tracelake.model import names
 
     if hive_namespace is not None:
         if not hive_namespace.lower().startswith("hive://") or len(hive_namespace) <= len("hive://"):

@@ -3,23 +3,26 @@ all go through `Tracelake`, so no command or route holds logic of its own.
 
 It ties the parts together: collectors produce batches, the store ingests them, the graph
 index (rebuilt only when the store changed) answers traversals, and the results come back
-as the plain views of `tracelake.views`.
+as the plain views of `tracelake.app.views`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from tracelake.app.views import EdgeView, GraphView, ImpactView, NodeView
+from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
-from tracelake.collect.openlineage_log import batches_from_log
-from tracelake.collect.schema import SchemaCatalog
+from tracelake.collect.openlineage_log import batches_from_log, log_lines
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
-from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, UnknownNodeError
+from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache
 from tracelake.graph.traverse import Direction
 from tracelake.model import (
     AssetChange,
@@ -29,14 +32,17 @@ from tracelake.model import (
     Problem,
     Signal,
     Transformation,
+    UnknownNodeError,
     UrnError,
     parse_urn,
 )
-from tracelake.names import resolve_node
+from tracelake.model.names import resolve_node
+from tracelake.spark import recover as recover_spark_runs
 from tracelake.store import LineageStore
+from tracelake.store.group_commit import Writer, WriterStats
 from tracelake.store.reads import NO_READS, ReadCounts
 from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
-from tracelake.views import EdgeView, GraphView, ImpactView, NodeView
+from tracelake.store.writer_process import writer_for
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
 EVENTS_A_TRANSACTION = 500
@@ -164,14 +170,56 @@ class TraversalFilters:
 
 
 class Tracelake:
-    """Tracelake's operations on one store."""
+    """Tracelake's operations on one store: the front door of the lineage graph.
+
+    The workflows built on it take it whole: `Review(service)`, `EntityOperations(service)`,
+    `PrivacyOperations(service)`, `Subscriptions(service)`.
+    """
 
     def __init__(self, store: LineageStore | None = None) -> None:
         self.store = store or LineageStore()
         self._indexes = IndexCache(self.store)
+        self._writer: Writer | None = None
+        self._writer_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, db: str | None = None, *, recovered: Callable[[str], None] | None = None) -> Tracelake:
+        """The store at `db` (a URL or SQLite file; default `.tracelake/lineage.db`), once the runs
+        whose Spark driver died before storing them are stored and ended; `recovered` is told of each."""
+        store = LineageStore(db)
+        for found in recover_spark_runs(store):
+            if recovered is not None:
+                recovered(found.describe())
+        return cls(store)
 
     def close(self) -> None:
+        self.close_writer()
         self.store.close()
+
+    # ------------------------------------------------------------------ group commit
+
+    def submit(self, batches: Sequence[LineageBatch]) -> Future[None]:
+        """Queue `batches` and return at once: the future is done once they are committed, in one
+        transaction with those of every concurrent caller (the HTTP API's ingest routes), by a
+        process of its own for a store other processes can open (`store.writer_process`)."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = writer_for(self.store)
+            writer = self._writer
+        return writer.submit(batches)
+
+    @property
+    def writer_stats(self) -> WriterStats:
+        """Groups the writer has committed and the CPU they took (zero before the first submit)."""
+        return self._writer.stats if self._writer is not None else WriterStats()
+
+    def close_writer(self) -> None:
+        """Return once everything submitted is committed, with the writer stopped (its figures
+        kept; a later submit starts it again)."""
+        with self._writer_lock:
+            writer = self._writer
+        if writer is not None:
+            writer.close()
 
     # ------------------------------------------------------------------ collect
 
@@ -224,14 +272,14 @@ class Tracelake:
         )
 
     def ingest_openlineage(
-        self, lines: Iterable[str | Problem], *, source: str, chunk: int = EVENTS_A_TRANSACTION
+        self, log: BinaryIO, *, source: str, chunk: int = EVENTS_A_TRANSACTION
     ) -> EventsIngestSummary:
-        """Ingest OpenLineage events from a log (JSON lines, an array, or Marquez's page), streamed:
-        each event stands alone as over HTTP, so they are written `chunk` to a transaction, and an
-        event that cannot be read is a problem while the others land."""
+        """Ingest OpenLineage events from a log (JSON lines, an array, or Marquez's page) named
+        `source`, streamed: each event stands alone as over HTTP, so they are written `chunk` to a
+        transaction, and an event (or a line) that cannot be read is a problem while the others land."""
         summary = EventsIngestSummary()
         pending: list[LineageBatch] = []
-        for batch in batches_from_log(lines, source):
+        for batch in batches_from_log(log_lines(log, source), source):
             summary.events += 1
             if not batch.events:
                 summary.refused += 1

@@ -31,9 +31,10 @@ from urllib.parse import unquote, urlsplit
 
 import urllib3
 
+from tracelake.app.service import Tracelake
 from tracelake.graph import traverse
-from tracelake.service import Tracelake
-from tracelake.store.subscriptions import Subscription, SubscriptionStore, Webhook
+from tracelake.model import InputError
+from tracelake.store.subscriptions import Event, Subscription, SubscriptionStore, Webhook
 
 log = logging.getLogger(__name__)
 Direction = Literal["upstream", "downstream"]
@@ -80,7 +81,13 @@ class WebhookRefused(ValueError):
     """A webhook URL the server will not post to."""
 
 
-class WebhookAllowError(ValueError):
+class UnknownSubscription(InputError):
+    """No subscription has the id asked for."""
+
+    status = 404
+
+
+class WebhookAllowError(InputError):
     """An allow-list entry that is neither a host name nor an address or CIDR block."""
 
 
@@ -246,7 +253,8 @@ def _own_addresses(listen_host: str | None) -> frozenset[IpAddress]:
 
 
 class Subscriptions:
-    """Create and read subscriptions; what the API routes call."""
+    """Create, read and end subscriptions, and read their events and deliveries; what the API
+    routes call. A subscription that is not there is an `UnknownSubscription`."""
 
     def __init__(self, service: Tracelake, policy: WebhookPolicy | None = None) -> None:
         self.service = service
@@ -266,6 +274,28 @@ class Subscriptions:
         [urn] = self.service.resolve([node])
         current = closure(self.service, urn, direction, depth)
         return self.store.create(urn, direction, depth, current, webhook_url=webhook_url, actor=actor)
+
+    def all(self) -> list[Subscription]:
+        return self.store.all()
+
+    def get(self, subscription_id: str) -> Subscription:
+        found = self.store.get(subscription_id)
+        if found is None:
+            raise UnknownSubscription(f"no subscription {subscription_id!r}")
+        return found
+
+    def delete(self, subscription_id: str) -> None:
+        if not self.store.delete(subscription_id):
+            raise UnknownSubscription(f"no subscription {subscription_id!r}")
+
+    def events(self, subscription_id: str, *, after: int = 0) -> list[Event]:
+        """The changes after event `after`, oldest first."""
+        return self.store.events(subscription_id, after=after)
+
+    def deliveries(self, subscription_id: str) -> list[dict[str, Any]]:
+        """Every webhook attempt: when, the answer's status or the error, and the event's state."""
+        self.get(subscription_id)
+        return self.store.deliveries(subscription_id)
 
 
 @dataclass

@@ -1,164 +1,41 @@
-"""The `tracelake` command line: a thin typer layer over `tracelake.service.Tracelake`.
-
-Each command parses its options, calls one service operation and prints the result as a
-rich table or as JSON/DOT/Mermaid. User mistakes (a missing file, an unknown node, a bad
-date) end with a one-line message and exit code 2, never a traceback.
+"""The lineage commands: `ingest …` to collect signals, and `lineage`, `impact`, `paths`, `show`,
+`diff`, `problems` to explore what was collected, as rich tables or JSON/DOT/Mermaid.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, time
-from enum import IntEnum, StrEnum
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
-import sqlalchemy as sa
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracelake import render
-from tracelake.api.auth import TokenFileError
-from tracelake.collect.openlineage_log import log_lines
-from tracelake.collect.schema import SchemaFileError
-from tracelake.collect.sql import UnknownDialectError
-from tracelake.graph.index import UnknownNodeError
-from tracelake.model import AssetChange, AssetRead, Confidence, Signal, UrnError
-from tracelake.names import DEFAULT_SYSTEM
-from tracelake.review import ReviewError
-from tracelake.service import DiffView, Direction, Tracelake, TraversalFilters
-from tracelake.spark import recover as spark_recover
-from tracelake.store import LineageStore
-from tracelake.store.location import StoreError
-from tracelake.store.reads import ReadCounts
-from tracelake.temporal.operations import EntityError
-from tracelake.textfile import TextFileError
-from tracelake.views import EdgeView, GraphView
-
-app = typer.Typer(
-    name="tracelake",
-    help="Privacy-aware data lineage for Spark data lakes.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
+from tracelake.app.service import DiffView, Direction, TraversalFilters
+from tracelake.app.views import EdgeView, GraphView
+from tracelake.cli import render
+from tracelake.cli.common import (
+    DbOption,
+    OutputFormat,
+    UserError,
+    err,
+    exit_with_problems,
+    friendly_errors,
+    open_service,
+    out,
+    parse_time,
+    print_line,
 )
+from tracelake.model import AssetChange, AssetRead, Confidence, Signal
+from tracelake.model.names import DEFAULT_SYSTEM
+
+if TYPE_CHECKING:
+    from tracelake.store.reads import ReadCounts
+
 ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)
-app.add_typer(ingest_app, name="ingest")
-
-out = Console(soft_wrap=True)
-# Messages on stderr are never wrapped: a path cut in two is a message a script cannot match.
-err = Console(stderr=True, soft_wrap=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
-    dot = "dot"
-    mermaid = "mermaid"
-
-
-class ExitCode(IntEnum):
-    """What a command's exit status says; the README's "Exit codes" lists the same."""
-
-    OK = 0
-    NO = 1  # the command ran and its answer is no: a policy violated, not ready, drift found
-    USAGE = 2  # a user mistake (an option, a missing file, an unknown node, a store): nothing done
-    PROBLEMS = 3  # ingested, but some input was recorded as problems (see `tracelake problems`)
-
-
-# A message quoting a 100,000-character name stays readable.
-MAX_MESSAGE_CHARS = 1000
-
-
-class UserError(Exception):
-    """A mistake in what the user asked for; printed as one line."""
-
-
-def friendly_errors(command: F) -> F:
-    """Turn user mistakes into a message on stderr and exit code 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except (
-            UserError,
-            UnknownNodeError,
-            UnknownDialectError,
-            SchemaFileError,
-            FileNotFoundError,
-            ReviewError,
-            EntityError,
-            TextFileError,
-            TokenFileError,
-            StoreError,
-            UrnError,
-        ) as exc:
-            print_error(str(exc))
-            raise typer.Exit(ExitCode.USAGE) from None
-        except sa.exc.OperationalError as exc:
-            print_error(f"cannot use the lineage store: {exc.orig}")
-            raise typer.Exit(ExitCode.USAGE) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def print_error(message: str) -> None:
-    """`error: <message>` on stderr as one line, however long or multi-line the message was."""
-    print_line("[red]error:[/red]", message)
-
-
-def print_line(prefix: str, message: str) -> None:
-    """`prefix` (rich markup) and `message` (plain text, never markup) as one line on stderr."""
-    text = " ".join(message.split())
-    if len(text) > MAX_MESSAGE_CHARS:
-        suffix = f"… ({len(text):,} characters)"
-        text = text[: MAX_MESSAGE_CHARS - len(suffix)] + suffix
-    err.print(f"{prefix} {escape(text)}", highlight=False)
-
-
-def exit_with_problems(problems: Sequence[object]) -> None:
-    """Exit 3 after an ingest that recorded problems: done, but not with all of its input."""
-    if problems:
-        raise typer.Exit(ExitCode.PROBLEMS)
-
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", envvar="TRACELAKE_DB", help="Store URL or SQLite file [default: .tracelake/lineage.db]"
-    ),
-]
-
-
-def open_service(db: str | None) -> Tracelake:
-    store = LineageStore(db)
-    # runs whose Spark driver died before storing them are stored and ended before anything reads them
-    for found in spark_recover(store):
-        err.print(f"[yellow]note:[/yellow] {found.describe()}", highlight=False)
-    return Tracelake(store)
-
-
-def parse_time(text: str | None, option: str) -> datetime | None:
-    """ISO dates and times; a bare date means the end of that day (UTC): "as it was on 2024-03-11"."""
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise UserError(
-            f"{option} {text!r} is not an ISO date or time (e.g. 2024-03-11 or 2024-03-11T06:00Z)"
-        ) from None
-    if len(text) == 10:  # a date alone
-        moment = datetime.combine(moment.date(), time.max)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # ---------------------------------------------------------------------- ingest
@@ -204,13 +81,13 @@ def ingest_openlineage(
     """Ingest OpenLineage events from a file or a stream, as POST /api/v1/lineage takes them."""
     service = open_service(db)
     if path == "-":
-        summary = service.ingest_openlineage(log_lines(sys.stdin.buffer, "<stdin>"), source="<stdin>")
+        summary = service.ingest_openlineage(sys.stdin.buffer, source="<stdin>")
     else:
         file = Path(path)
         if not file.is_file():
             raise UserError(f"{file}: no such file")
         with file.open("rb") as handle:
-            summary = service.ingest_openlineage(log_lines(handle, str(file)), source=str(file))
+            summary = service.ingest_openlineage(handle, source=str(file))
     for problem in summary.problems:
         print_line("[yellow]problem:[/yellow]", str(problem))
     accepted = summary.events - summary.refused
@@ -308,7 +185,6 @@ def _filters(
     )
 
 
-@app.command()
 @friendly_errors
 def lineage(
     nodes: Annotated[list[str], typer.Argument(help="URNs or table names, e.g. dating.users#religion")],
@@ -336,7 +212,6 @@ def lineage(
     print_graph(view, output, title=f"{direction} of {', '.join(nodes)}")
 
 
-@app.command()
 @friendly_errors
 def impact(
     nodes: Annotated[list[str], typer.Argument(help="URNs or table names you plan to change")],
@@ -366,7 +241,6 @@ def impact(
     out.print(f"{len(impacted)} downstream assets", highlight=False)
 
 
-@app.command()
 @friendly_errors
 def paths(
     source: Annotated[str, typer.Argument()],
@@ -391,7 +265,6 @@ def paths(
     out.print(f"{len(found)} paths", highlight=False)
 
 
-@app.command()
 @friendly_errors
 def show(
     node: Annotated[str, typer.Argument(help="A URN or table name")],
@@ -433,7 +306,6 @@ def show(
         out.print(reader_table(details.readers, details.reads))
 
 
-@app.command()
 @friendly_errors
 def diff(
     since: Annotated[str, typer.Option("--from", help="Earlier time (ISO date/time)")],
@@ -468,7 +340,6 @@ def diff(
     out.print(f"{len(changes.added)} added, {len(changes.removed)} removed", highlight=False)
 
 
-@app.command()
 @friendly_errors
 def problems(
     limit: Annotated[int, typer.Option(help="How many, newest first")] = 50,
@@ -560,17 +431,8 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
         out.print(f"{len(view.nodes)} nodes, {len(view.edges)} edges", highlight=False)
 
 
-# The privacy commands use the helpers above, so they are registered once those exist.
-from tracelake.cli_api import register as register_api  # noqa: E402
-from tracelake.cli_labels import register as register_labels  # noqa: E402
-from tracelake.cli_privacy import privacy_app  # noqa: E402
-from tracelake.cli_temporal import register as register_temporal  # noqa: E402
-
-app.add_typer(privacy_app, name="privacy")
-register_temporal(app)
-register_labels(app)
-register_api(app)
-
-
-def main() -> None:  # pragma: no cover - the console script entry point
-    app()
+def register(app: typer.Typer) -> None:
+    """Add `ingest …` and the exploring commands to the main `tracelake` app."""
+    app.add_typer(ingest_app, name="ingest")
+    for command in (lineage, impact, paths, show, diff, problems):
+        app.command()(command)
