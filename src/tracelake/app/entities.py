@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from tracelake.app.entity_lineage import LinkFinding, link_lineage
 from tracelake.app.service import Tracelake
 from tracelake.model import InputError
+from tracelake.store.entity_status import InstanceStatus
 from tracelake.temporal.airflow import (
     AirflowClient,
     AirflowError,
@@ -30,7 +31,7 @@ from tracelake.temporal.airflow import (
 )
 from tracelake.temporal.definitions import Definitions
 from tracelake.temporal.entities import Entity
-from tracelake.temporal.instances import ApplyReport, EntityStore, InstanceStatus, Readiness
+from tracelake.temporal.instances import ApplyReport, EntityStore, Readiness
 from tracelake.temporal.periods import parse_moment
 from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError
 

@@ -30,8 +30,8 @@ from tracelake.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from tracelake.store.entity_status import InstanceStatus
     from tracelake.temporal.entities import Entity
-    from tracelake.temporal.instances import InstanceStatus
     from tracelake.temporal.planner import TaintPlan
 
 entities_app = typer.Typer(help="Time-partitioned entity definitions.", no_args_is_help=True)

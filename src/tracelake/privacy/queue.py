@@ -8,70 +8,55 @@ whose holder died (killed, its machine lost: `store.leases.holder_gone`) is take
 next run, which finishes it before anything new (`take_abandoned`). Its ids are kept only while
 it is open: when it ends they are erased and only their fingerprint stays, so the store does not
 become one more copy of the personal data it erased. Every change of state appends an audit
-event (who, when, what, counts — never record values).
+event (who, when, what, counts — never record values). The statements are
+`store.privacy_requests`'s; what a request may be is said here.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 
-from tracelake.model import fingerprint, utcnow
+from tracelake.model import utcnow
 from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
-from tracelake.store import schema as s
 from tracelake.store.leases import holder_gone
+from tracelake.store.privacy_requests import (
+    DONE,
+    FAILED,
+    KINDS,
+    PENDING,
+    RUNNING,
+    STATUSES,
+    AuditEvent,
+    PrivacyRequest,
+    RequestTable,
+    TakenElsewhere,
+)
+
+__all__ = [
+    "DONE",
+    "FAILED",
+    "KINDS",
+    "MAX_ID_LENGTH",
+    "PENDING",
+    "RUNNING",
+    "AuditEvent",
+    "PrivacyRequest",
+    "RequestQueue",
+]
 
 log = logging.getLogger(__name__)
 # A user id is a key, an email, a device id: anything longer is a file pasted by mistake.
 MAX_ID_LENGTH = 1024
-
-Kind = Literal["access", "delete"]
-KINDS: tuple[Kind, ...] = ("access", "delete")
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
-STATUSES = (PENDING, RUNNING, DONE, FAILED)
 RENEW_SECONDS = 30.0  # how often a run says it is alive; other hosts wait `leases.STALE`
-
-
-class _TakenElsewhere(Exception):
-    """Another run took the request over first: this one's take-over is rolled back."""
-
-
-@dataclass(frozen=True)
-class PrivacyRequest:
-    id: str
-    kind: Kind
-    requester: str
-    status: str
-    ids: tuple[str, ...]  # empty once the request has ended
-    subject_fingerprint: str
-    id_count: int
-    datasets: tuple[str, ...] | None  # None: every privacy target
-    submitted_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
-    error: str | None
-    receipt: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class AuditEvent:
-    request_id: str
-    event: str
-    at: datetime
-    requester: str
-    details: dict[str, Any]
 
 
 class RequestQueue:
@@ -79,6 +64,7 @@ class RequestQueue:
 
     def __init__(self, store: LineageStore) -> None:
         self.store = store
+        self.table = RequestTable(store)
 
     def submit(
         self,
@@ -106,26 +92,10 @@ class RequestQueue:
             raise PrivacyRequestError(f"dataset {missing[0]} does not exist (or is not a folder)")
         asked = self.open_request(kind, clean, folders)
         if asked is not None:  # asked again: the open request answers it, and the trail says so
-            with self.store.engine.begin() as conn:
-                self._audit(conn, asked.id, "resubmitted", _micros(utcnow()), requester, {"ids": len(clean)})
+            self.table.note(asked.id, "resubmitted", requester, {"ids": len(clean)})
             return asked
         request_id = request_id or f"{kind}-{uuid.uuid4().hex[:12]}"
-        now = _micros(utcnow())
-        with self.store.engine.begin() as conn:
-            conn.execute(
-                s.privacy_requests.insert().values(
-                    id=request_id,
-                    kind=kind,
-                    requester=requester,
-                    status=PENDING,
-                    subject=clean,
-                    subject_fingerprint=fingerprint(*sorted(clean)),
-                    id_count=len(clean),
-                    datasets=folders or None,
-                    submitted_at=now,
-                )
-            )
-            self._audit(conn, request_id, "submitted", now, requester, {"ids": len(clean)})
+        self.table.insert(request_id, kind, clean, requester=requester, datasets=folders)
         return self.get(request_id)
 
     def open_request(
@@ -134,91 +104,33 @@ class RequestQueue:
         """The pending or running request of `kind` for exactly these ids and datasets, if any."""
         clean = sorted({str(value).strip() for value in ids if str(value).strip()})
         folders = sorted(str(Path(path).absolute()) for path in datasets or ())
-        table = s.privacy_requests
-        query = sa.select(table).where(
-            table.c.kind == kind,
-            table.c.status.in_([PENDING, RUNNING]),
-            table.c.subject_fingerprint == fingerprint(*clean),
-        )
-        with self.store.engine.connect() as conn:
-            for row in conn.execute(query.order_by(table.c.submitted_at)).mappings():
-                request = _request(row)
-                if sorted(request.ids) == clean and sorted(request.datasets or ()) == folders:
-                    return request
+        for request in self.table.open_with(kind, clean):
+            if sorted(request.ids) == clean and sorted(request.datasets or ()) == folders:
+                return request
         return None
 
     def take(self, kind: str) -> list[PrivacyRequest]:
         """Every pending request of `kind`, now running under this process's lease."""
-        token = _micros(utcnow())
-        table = s.privacy_requests
-        with self.store.engine.begin() as conn:
-            conn.execute(
-                table.update()
-                .where(table.c.kind == kind, table.c.status == PENDING)
-                .values(status=RUNNING, started_at=token)
-            )
-            taken = conn.execute(
-                sa.select(table.c.id, table.c.requester).where(
-                    table.c.status == RUNNING, table.c.started_at == token, table.c.kind == kind
-                )
-            ).all()
-            for request_id, requester in taken:
-                conn.execute(s.privacy_leases.insert().values(request_id=request_id, **_holder(token)))
-                self._audit(conn, request_id, "started", token, requester, {})
-        return [self.get(request_id) for request_id, _ in taken]
+        return [self.get(request_id) for request_id in self.table.take(kind)]
 
     def take_abandoned(self, kind: str | None = None) -> list[PrivacyRequest]:
         """Requests (of `kind`, or of any) left running by a process that is gone, now this
         process's to finish. Two runs finding the same one: the first to take it over has it."""
         now = utcnow()
-        table, leases = s.privacy_requests, s.privacy_leases
-        query = (
-            sa.select(table.c.id, table.c.requester, leases.c.host, leases.c.pid, leases.c.heard_at)
-            .select_from(table.outerjoin(leases, leases.c.request_id == table.c.id))
-            .where(table.c.status == RUNNING)
-            .order_by(table.c.submitted_at)
-        )
-        if kind is not None:
-            query = query.where(table.c.kind == kind)
-        with self.store.engine.connect() as conn:
-            running = conn.execute(query).all()
         taken = []
-        for row in running:
+        for holder in self.table.running(kind):
             # No lease: left by a version that kept none, which cannot be running still.
-            if row.host is not None and not holder_gone(row.host, row.pid, s.from_micros(row.heard_at), now):
-                continue
+            if holder.host is not None:
+                assert holder.pid is not None and holder.heard_at is not None
+                if not holder_gone(holder.host, holder.pid, holder.heard_at, now):
+                    continue
+            left_by = "a run that kept no lease" if holder.host is None else f"{holder.host} pid {holder.pid}"
             try:
-                self._take_over(row, _micros(now))
-            except (_TakenElsewhere, sa.exc.IntegrityError):
+                self.table.take_over(holder, left_by)
+            except TakenElsewhere:
                 continue
-            taken.append(self.get(row.id))
+            taken.append(self.get(holder.request_id))
         return taken
-
-    def _take_over(self, row: Any, now: int) -> None:
-        """Make this process the holder of a request whose holder is gone, in one transaction
-        that starts by writing (so SQLite takes its lock before anything is read)."""
-        table, leases = s.privacy_requests, s.privacy_leases
-        with self.store.engine.begin() as conn:
-            if row.host is None:
-                conn.execute(leases.insert().values(request_id=row.id, **_holder(now)))
-            else:
-                moved = conn.execute(
-                    leases.update()
-                    .where(
-                        leases.c.request_id == row.id,
-                        leases.c.host == row.host,
-                        leases.c.pid == row.pid,
-                        leases.c.heard_at == row.heard_at,
-                    )
-                    .values(**_holder(now))
-                )
-                if moved.rowcount != 1:
-                    raise _TakenElsewhere
-            still = conn.execute(sa.select(table.c.status).where(table.c.id == row.id)).scalar_one_or_none()
-            if still != RUNNING:
-                raise _TakenElsewhere
-            left_by = "a run that kept no lease" if row.host is None else f"{row.host} pid {row.pid}"
-            self._audit(conn, row.id, "resumed", now, row.requester, {"left_by": left_by})
 
     @contextmanager
     def holding(self) -> Iterator[None]:
@@ -228,14 +140,8 @@ class RequestQueue:
 
         def renew() -> None:
             while not stop.wait(RENEW_SECONDS):
-                leases = s.privacy_leases
                 try:
-                    with self.store.engine.begin() as conn:
-                        conn.execute(
-                            leases.update()
-                            .where(leases.c.host == socket.gethostname(), leases.c.pid == os.getpid())
-                            .values(heard_at=_micros(utcnow()))
-                        )
+                    self.table.renew()
                 except sa.exc.SQLAlchemyError as error:  # the next renewal may get through
                     log.warning("privacy request leases not renewed (%s)", type(error).__name__)
 
@@ -248,68 +154,25 @@ class RequestQueue:
             renewer.join()
 
     def finish(self, request_id: str, receipt: dict[str, Any]) -> None:
-        self._end(request_id, DONE, receipt=receipt, details=_summary(receipt))
+        self.table.end(request_id, DONE, receipt=receipt, details=_summary(receipt))
 
     def fail(self, request_id: str, error: BaseException | str) -> None:
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self._end(request_id, FAILED, error=message, details={"error": message})
-
-    def _end(self, request_id: str, status: str, *, details: dict[str, Any], **values: Any) -> None:
-        now = _micros(utcnow())
-        table = s.privacy_requests
-        with self.store.engine.begin() as conn:
-            requester = conn.execute(
-                sa.select(table.c.requester).where(table.c.id == request_id)
-            ).scalar_one()
-            conn.execute(
-                table.update()
-                .where(table.c.id == request_id)
-                .values(status=status, ended_at=now, subject=None, **values)
-            )
-            conn.execute(s.privacy_leases.delete().where(s.privacy_leases.c.request_id == request_id))
-            self._audit(conn, request_id, status, now, requester, details)
+        self.table.end(request_id, FAILED, error=message, details={"error": message})
 
     def get(self, request_id: str) -> PrivacyRequest:
-        table = s.privacy_requests
-        with self.store.engine.connect() as conn:
-            row = conn.execute(sa.select(table).where(table.c.id == request_id)).mappings().first()
-        if row is None:
+        request = self.table.get(request_id)
+        if request is None:
             raise PrivacyRequestError(f"no privacy request {request_id!r}")
-        return _request(row)
+        return request
 
     def list(self, *, status: str | None = None, limit: int = 100) -> list[PrivacyRequest]:
-        table = s.privacy_requests
-        query = sa.select(table).order_by(table.c.submitted_at.desc(), table.c.id).limit(limit)
-        if status is not None:
-            if status not in STATUSES:
-                raise PrivacyRequestError(f"a request status is one of {', '.join(STATUSES)}, not {status!r}")
-            query = query.where(table.c.status == status)
-        with self.store.engine.connect() as conn:
-            return [_request(row) for row in conn.execute(query).mappings()]
+        if status is not None and status not in STATUSES:
+            raise PrivacyRequestError(f"a request status is one of {', '.join(STATUSES)}, not {status!r}")
+        return self.table.list(status=status, limit=limit)
 
     def audit(self, request_id: str | None = None, *, limit: int = 100) -> list[AuditEvent]:
-        table = s.privacy_audit
-        query = sa.select(table).order_by(table.c.id.desc()).limit(limit)
-        if request_id is not None:
-            query = query.where(table.c.request_id == request_id)
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [
-            AuditEvent(
-                r["request_id"], r["event"], s.from_micros(r["at"]), r["requester"], r["details"] or {}
-            )
-            for r in reversed(rows)
-        ]
-
-    @staticmethod
-    def _audit(
-        conn: sa.Connection, request_id: str, event: str, at: int, requester: str, details: dict[str, Any]
-    ) -> None:
-        conn.execute(
-            s.privacy_audit.insert().values(
-                request_id=request_id, event=event, at=at, requester=requester, details=details
-            )
-        )
+        return self.table.audit(request_id, limit=limit)
 
 
 def _summary(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -321,33 +184,3 @@ def _summary(receipt: dict[str, Any]) -> dict[str, Any]:
         "files_removed": receipt.get("files_removed", 0),
         "rows": receipt.get("rows", 0),
     }
-
-
-def _request(row: Any) -> PrivacyRequest:
-    def when(micros: int | None) -> datetime | None:
-        return None if micros is None else s.from_micros(micros)
-
-    return PrivacyRequest(
-        id=row["id"],
-        kind=row["kind"],
-        requester=row["requester"],
-        status=row["status"],
-        ids=tuple(row["subject"] or ()),
-        subject_fingerprint=row["subject_fingerprint"],
-        id_count=row["id_count"],
-        datasets=tuple(row["datasets"]) if row["datasets"] else None,
-        submitted_at=s.from_micros(row["submitted_at"]),
-        started_at=when(row["started_at"]),
-        ended_at=when(row["ended_at"]),
-        error=row["error"],
-        receipt=row["receipt"],
-    )
-
-
-def _micros(moment: datetime) -> int:
-    return s.to_micros(moment)
-
-
-def _holder(heard_at: int) -> dict[str, Any]:
-    """This process, as a lease names it."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "heard_at": heard_at}

@@ -19,12 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
-import sqlalchemy as sa
 
-from tracelake.model import utcnow
-from tracelake.store import schema as s
+from tracelake.store.entity_status import InstanceStatus
 from tracelake.temporal.entities import AirflowBinding, Entity
-from tracelake.temporal.instances import EntityStore, InstanceStatus
+from tracelake.temporal.instances import EntityStore
 from tracelake.temporal.planner import EntityGraph, TaintPlan
 
 SUCCESS = "success"
@@ -245,28 +243,21 @@ def _record_clear(
     actor: str,
     dry_run: bool,
 ) -> None:
-    with entities.store.engine.begin() as conn:
-        conn.execute(
-            s.airflow_clears.insert().values(
-                at=s.to_micros(utcnow()),
-                actor=actor,
-                reason=reason,
-                tainted=f"{plan.entity} [{plan.start}, {plan.end})",
-                dag_id=request.dag_id,
-                task_ids=list(request.task_ids),
-                start_date=request.start.isoformat(),
-                end_date=request.end.isoformat(),
-                dry_run=dry_run,
-                cleared=[f"{ti.task_id}@{ti.logical_date.isoformat()}" for ti in cleared],
-            )
-        )
+    entities.tables.record_clear(
+        actor=actor,
+        reason=reason,
+        tainted=f"{plan.entity} [{plan.start}, {plan.end})",
+        dag_id=request.dag_id,
+        task_ids=list(request.task_ids),
+        start_date=request.start.isoformat(),
+        end_date=request.end.isoformat(),
+        dry_run=dry_run,
+        cleared=[f"{ti.task_id}@{ti.logical_date.isoformat()}" for ti in cleared],
+    )
 
 
 def recorded_clears(entities: EntityStore) -> list[dict[str, Any]]:
-    table = s.airflow_clears
-    with entities.store.engine.connect() as conn:
-        rows = conn.execute(sa.select(table).order_by(table.c.id)).mappings().all()
-    return [dict(row) for row in rows]
+    return entities.tables.clears()
 
 
 def reconcile(

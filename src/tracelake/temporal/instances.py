@@ -17,30 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from tracelake.model import utcnow
 from tracelake.store import LineageStore
-from tracelake.store import schema as s
+from tracelake.store.entity_status import EntityTables, InstanceStatus, StatusChange, StatusRows
 from tracelake.temporal.definitions import Definitions, entity_from_dict, load_definitions
 from tracelake.temporal.entities import Entity, Kind, RangeKind
 from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError, first_instance
 from tracelake.temporal.ranges import FOREVER, Edge, needed
 
 STATIC_START = 0  # the one instance of a static entity
-
-
-@dataclass(frozen=True)
-class InstanceStatus:
-    entity: str
-    start: int
-    end: int
-    states: tuple[str, ...]
-    valid: bool
-    reason: str | None
-    actor: str
-    changed_at: datetime
-    run_id: str | None
 
 
 @dataclass(frozen=True)
@@ -74,10 +58,11 @@ class ApplyReport:
 
 
 class EntityStore:
-    """Entities and their instances' status in one lineage store."""
+    """Entities and their instances' status in one lineage store (`store.entity_status`)."""
 
     def __init__(self, store: LineageStore) -> None:
         self.store = store
+        self.tables = EntityTables(store)
 
     # -- definitions
 
@@ -90,19 +75,10 @@ class EntityStore:
 
     def save_definitions(self, entities: Iterable[Entity]) -> int:
         """Store (or replace) definitions, all in one transaction."""
-        now = s.to_micros(utcnow())
-        rows = [{"name": e.name, "definition": e.to_dict(), "loaded_at": now} for e in entities]
-        table = s.entity_definitions
-        with self.store.engine.begin() as conn:
-            if rows:
-                conn.execute(table.delete().where(table.c.name.in_([row["name"] for row in rows])))
-                conn.execute(table.insert(), rows)
-        return len(rows)
+        return self.tables.save_definitions({entity.name: entity.to_dict() for entity in entities})
 
     def definitions(self) -> dict[str, Entity]:
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(sa.select(s.entity_definitions.c.definition)).scalars().all()
-        return {entity.name: entity for entity in (entity_from_dict(row) for row in rows)}
+        return {entity.name: entity for entity in map(entity_from_dict, self.tables.definitions())}
 
     def graph(self) -> EntityGraph:
         return EntityGraph(self.definitions())
@@ -122,30 +98,32 @@ class EntityStore:
         """The instance holding `moment` now holds `state` and is valid (a run just produced it)."""
         entity.require_state(state)
         start, end = instance_bounds(entity, moment)
-        current = self._current(entity.name, start)
+        with self.tables.reading() as rows:
+            current = rows.current(entity.name, start)
         held = set() if replace_states or current is None or not current.valid else set(current.states)
         held.add(state)
         states = tuple(name for name in entity.state_names if name in held)
-        with self.store.engine.begin() as conn:
-            now = s.to_micros(utcnow())
-            self._write(conn, [_row(entity.name, start, end, states, True, None, actor, run_id, now)])
-        return self._current(entity.name, start)  # type: ignore[return-value]
+        with self.tables.writing() as rows:
+            rows.write([StatusChange(entity.name, start, end, states, True, None, actor, run_id)])
+        with self.tables.reading() as rows:
+            recorded = rows.current(entity.name, start)
+        assert recorded is not None
+        return recorded
 
     def apply(self, plan: TaintPlan, *, reason: str, actor: str, graph: EntityGraph) -> ApplyReport:
         """Mark the plan in the table, in one transaction: rebuilt instances invalid with no
         state, downgraded ones without the states they lost. Written a step at a time in bulk."""
         report = ApplyReport()
-        now = s.to_micros(utcnow())
-        with self.store.engine.begin() as conn:
+        with self.tables.writing() as rows:
             for step in plan.steps:
                 entity = graph.entities[step.entity]
                 if entity.kind is Kind.STATIC:
                     starts = [STATIC_START]
                 else:
                     starts = entity.calendar.starts(step.start_epoch, step.end_epoch)
-                current = {row.start: row for row in self._rows(conn, entity.name, starts[0], starts[-1] + 1)}
+                current = {row.start: row for row in rows.between(entity.name, starts[0], starts[-1] + 1)}
                 why = f"{reason} (via {' → '.join(step.path)})" if len(step.path) > 1 else reason
-                rows = []
+                changes = []
                 for start in starts:
                     if step.action == "rebuild":
                         states: tuple[str, ...] = ()
@@ -154,9 +132,9 @@ class EntityStore:
                         held = row.states if row is not None else entity.state_names
                         states = tuple(state for state in held if state not in step.states)
                     end = instance_bounds(entity, start)[1]
-                    rows.append(_row(entity.name, start, end, states, bool(states), why, actor, None, now))
-                self._write(conn, rows)
-                counted = len(rows)
+                    changes.append(StatusChange(entity.name, start, end, states, bool(states), why, actor))
+                rows.write(changes)
+                counted = len(changes)
                 report.instances += counted
                 report.rebuilt += counted if step.action == "rebuild" else 0
                 report.downgraded += counted if step.action == "downgrade" else 0
@@ -166,19 +144,10 @@ class EntityStore:
         self, entity: str, *, lo: int | None = None, hi: int | None = None, at: datetime | None = None
     ) -> list[InstanceStatus]:
         """Instances of `entity` starting in [lo, hi): as they are, or as they were at `at`."""
-        with self.store.engine.connect() as conn:
-            if at is None:
-                return self._rows(conn, entity, lo, hi)
-            history = s.entity_instance_history
-            latest = (
-                sa.select(history.c.start_s, sa.func.max(history.c.id).label("id"))
-                .where(history.c.entity == entity, history.c.changed_at <= s.to_micros(at))
-                .group_by(history.c.start_s)
-                .subquery()
-            )
-            query = sa.select(history).join(latest, history.c.id == latest.c.id)
-            query = _between(query, history, lo, hi).order_by(history.c.start_s)
-            return [_status(row) for row in conn.execute(query)]
+        if at is not None:
+            return self.tables.as_of(entity, lo, hi, at)
+        with self.tables.reading() as rows:
+            return rows.between(entity, lo, hi)
 
     def is_ready(self, graph: EntityGraph, name: str, moment: int, state: str) -> Readiness:
         """Whether the instance holding `moment` has what `state` needs, or what is missing."""
@@ -188,72 +157,16 @@ class EntityStore:
         entity.require_state(state)
         start, _ = instance_bounds(entity, moment)
         blockers: list[Blocker] = []
-        with self.store.engine.connect() as conn:
+        with self.tables.reading() as rows:
             for edge in graph.parents[name]:
                 if edge.state != state:
                     continue
-                for up_start, up_end in _needed_instances(edge, start, self, conn):
-                    row = self._current_in(conn, edge.upstream.name, up_start)
+                for up_start, up_end in _needed_instances(edge, start, rows):
+                    row = rows.current(edge.upstream.name, up_start)
                     blocker = _blocker(edge.upstream, up_start, up_end, row, edge.dependency.states)
                     if blocker is not None:
                         blockers.append(blocker)
         return Readiness(name, start, state, tuple(blockers))
-
-    # -- rows
-
-    def _current(self, entity: str, start: int) -> InstanceStatus | None:
-        with self.store.engine.connect() as conn:
-            return self._current_in(conn, entity, start)
-
-    def _current_in(self, conn: sa.Connection, entity: str, start: int) -> InstanceStatus | None:
-        table = s.entity_instances
-        row = conn.execute(sa.select(table).where(table.c.entity == entity, table.c.start_s == start)).first()
-        return _status(row) if row is not None else None
-
-    def _rows(self, conn: sa.Connection, entity: str, lo: int | None, hi: int | None) -> list[InstanceStatus]:
-        table = s.entity_instances
-        query = _between(sa.select(table).where(table.c.entity == entity), table, lo, hi)
-        return [_status(row) for row in conn.execute(query.order_by(table.c.start_s))]
-
-    def _write(self, conn: sa.Connection, rows: list[dict[str, object]]) -> None:
-        """Replace the current rows of one entity's instances (a run of consecutive ones) and
-        append them to the history."""
-        if not rows:
-            return
-        table = s.entity_instances
-        conn.execute(
-            table.delete().where(
-                table.c.entity == rows[0]["entity"],
-                table.c.start_s >= rows[0]["start_s"],
-                table.c.start_s <= rows[-1]["start_s"],
-            )
-        )
-        conn.execute(table.insert(), rows)
-        conn.execute(s.entity_instance_history.insert(), rows)
-
-
-def _row(
-    entity: str,
-    start: int,
-    end: int,
-    states: Sequence[str],
-    valid: bool,
-    reason: str | None,
-    actor: str,
-    run_id: str | None,
-    changed_at: int,
-) -> dict[str, object]:
-    return {
-        "entity": entity,
-        "start_s": start,
-        "end_s": end,
-        "states": list(states),
-        "valid": valid,
-        "reason": reason,
-        "actor": actor,
-        "changed_at": changed_at,
-        "run_id": run_id,
-    }
 
 
 def instance_bounds(entity: Entity, moment: int) -> tuple[int, int]:
@@ -265,9 +178,7 @@ def instance_bounds(entity: Entity, moment: int) -> tuple[int, int]:
     return start, calendar.end(start)
 
 
-def _needed_instances(
-    edge: Edge, start: int, store: EntityStore, conn: sa.Connection
-) -> list[tuple[int, int]]:
+def _needed_instances(edge: Edge, start: int, rows: StatusRows) -> list[tuple[int, int]]:
     """The upstream instances the downstream instance at `start` reads over `edge`; none before
     the upstream's declared start. Full history (`all`) is the instances on record."""
     upstream = edge.upstream
@@ -276,7 +187,7 @@ def _needed_instances(
     lo, hi = needed(edge, start)
     first = first_instance(upstream)
     if edge.dependency.dates.kind is RangeKind.ALL:
-        return [(row.start, row.end) for row in store._rows(conn, upstream.name, first, hi)]
+        return [(row.start, row.end) for row in rows.between(upstream.name, first, hi)]
     calendar = upstream.calendar
     if first is not None:
         lo = max(lo, first)
@@ -294,25 +205,3 @@ def _blocker(
         detail = f"holds {', '.join(row.states) or 'none'}; needs {' or '.join(accepted)}"
         return Blocker(upstream.name, start, end, "lacks state", detail)
     return None
-
-
-def _between(query: sa.Select, table: sa.Table, lo: int | None, hi: int | None) -> sa.Select:  # type: ignore[type-arg]
-    if lo is not None:
-        query = query.where(table.c.start_s >= lo)
-    if hi is not None:
-        query = query.where(table.c.start_s < hi)
-    return query
-
-
-def _status(row: sa.Row) -> InstanceStatus:  # type: ignore[type-arg]
-    return InstanceStatus(
-        entity=row.entity,
-        start=row.start_s,
-        end=row.end_s,
-        states=tuple(row.states),
-        valid=bool(row.valid),
-        reason=row.reason,
-        actor=row.actor,
-        changed_at=s.from_micros(row.changed_at),
-        run_id=row.run_id,
-    )
