@@ -9,6 +9,8 @@ at once unless told `--queue-only`.
 from __future__ import annotations
 
 import getpass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -138,7 +140,8 @@ def declare_command(
     db: DbOption = None,
 ) -> None:
     """Record that a dataset holds identities in these columns (a privacy target)."""
-    target = _privacy(db).declare(path, identity)
+    with _privacy(db) as privacy:
+        target = privacy.declare(path, identity)
     out.print(f"declared {target.asset} with identity columns {', '.join(target.identity)}")
 
 
@@ -146,7 +149,8 @@ def declare_command(
 @friendly_errors
 def targets_command(db: DbOption = None) -> None:
     """The datasets privacy requests cover: declared, or reached by identities through lineage."""
-    targets = _privacy(db).targets()
+    with _privacy(db) as privacy:
+        targets = privacy.targets()
     table = Table(title=f"{len(targets)} privacy targets")
     for column in ("dataset", "identity columns", "searchable", "why"):
         table.add_column(column)
@@ -199,7 +203,8 @@ def run_command(
     """Run every queued request of a kind, in batches (sub-jobs bounded by ids, files, bytes),
     after finishing any request a run that died left running."""
     max_bytes = None if max_gb is None else int(max_gb * 1e9)
-    _run(_privacy(db), kind, egress, max_ids=max_ids, max_files=max_files, max_bytes=max_bytes)
+    with _privacy(db) as privacy:
+        _run(privacy, kind, egress, max_ids=max_ids, max_files=max_files, max_bytes=max_bytes)
 
 
 @privacy_app.command("requests")
@@ -210,7 +215,8 @@ def requests_command(
     db: DbOption = None,
 ) -> None:
     """Privacy requests, newest first."""
-    requests = _privacy(db).requests(status=status, limit=limit)
+    with _privacy(db) as privacy:
+        requests = privacy.requests(status=status, limit=limit)
     table = Table(title=f"{len(requests)} privacy requests")
     for column in ("request", "kind", "status", "requester", "ids", "submitted", "rows", "error"):
         table.add_column(column)
@@ -237,7 +243,8 @@ def audit_command(
     db: DbOption = None,
 ) -> None:
     """The audit trail of privacy requests: who asked what, when, and what it touched."""
-    events = _privacy(db).audit(request, limit=limit)
+    with _privacy(db) as privacy:
+        events = privacy.audit(request, limit=limit)
     table = Table(title=f"{len(events)} audit events")
     for column in ("at", "request", "event", "requester", "details"):
         table.add_column(column)
@@ -261,20 +268,27 @@ def _submit_and_run(
 ) -> None:
     ids = _read_ids(user, users)
     who = requester or getpass.getuser()
-    privacy = _privacy(db)
-    # An id already asked for by an open request is that request (finished below if a run that
-    # died left it), never a second one.
-    submitted = privacy.submit_each(kind, ids, requester=who, datasets=datasets)
-    new = submitted.new
-    out.print(f"queued {new} {kind} request{'s' if new != 1 else ''}", highlight=False)
-    for request in submitted.again:
-        out.print(f"{request.id} already asks for this id ({request.status})", highlight=False)
-    if not queue_only:
-        _run(privacy, kind, egress or DEFAULT_EGRESS)
+    with _privacy(db) as privacy:
+        # An id already asked for by an open request is that request (finished below if a run that
+        # died left it), never a second one.
+        submitted = privacy.submit_each(kind, ids, requester=who, datasets=datasets)
+        new = submitted.new
+        out.print(f"queued {new} {kind} request{'s' if new != 1 else ''}", highlight=False)
+        for request in submitted.again:
+            out.print(f"{request.id} already asks for this id ({request.status})", highlight=False)
+        if not queue_only:
+            _run(privacy, kind, egress or DEFAULT_EGRESS)
 
 
-def _privacy(db: str | None) -> PrivacyOperations:
-    return PrivacyOperations(open_service(db))
+@contextmanager
+def _privacy(db: str | None) -> Iterator[PrivacyOperations]:
+    """The store's privacy operations, the store closed at the end: closing is what folds SQLite's
+    write-ahead log into the database, and a delete's ids must not outlive it there."""
+    service = open_service(db)
+    try:
+        yield PrivacyOperations(service)
+    finally:
+        service.close()
 
 
 def _run(
