@@ -42,7 +42,8 @@ class RequestError(InputError):
 # Dependencies that do no I/O are `async`: FastAPI runs a plain `def` dependency in its thread
 # pool, a hop that cost more than an OpenLineage event's whole ingest route.
 async def get_service(request: Request) -> Tracelake:
-    return request.app.state.service  # type: ignore[no-any-return]
+    service: Tracelake = request.app.state.service
+    return service
 
 
 def require(scope: TokenScope) -> Callable[[Request], Awaitable[None]]:

@@ -634,7 +634,8 @@ class _Catalog:
         moment = run.moment
         version = next((v for v in self.versions_of(run.process) if moment and v.holds(moment)), None)
         facets = stored.run_facets(self.store, run.run_id)
-        nominal = facets.get("nominalTime") if isinstance(facets.get("nominalTime"), dict) else {}
+        found = facets.get("nominalTime")
+        nominal: dict[str, Any] = found if isinstance(found, dict) else {}
         started, ended = run.started_at, run.ended_at
         body: dict[str, Any] = {
             "id": run.run_id,

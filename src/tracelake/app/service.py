@@ -449,7 +449,7 @@ class Tracelake:
         return [_node_view(urn, records.get(urn), index, None) for urn in urns if urn in index.positions]
 
 
-def _traverse_kwargs(filters: TraversalFilters) -> dict[str, object]:
+def _traverse_kwargs(filters: TraversalFilters) -> dict[str, Any]:
     return {
         "depth": filters.depth,
         "as_of": filters.as_of,

@@ -314,7 +314,7 @@ class Watcher:
         found = []
         for subscription in store.all():
             try:
-                now = closure(self.service, subscription.node, subscription.direction, subscription.depth)  # type: ignore[arg-type]
+                now = closure(self.service, subscription.node, subscription.direction, subscription.depth)  # type: ignore[arg-type]  # stored directions were checked when made
             except KeyError:  # the node is gone from the graph: everything it reached is removed
                 now = {"nodes": [], "edges": []}
             change = difference(subscription.closure, now)

@@ -63,7 +63,7 @@ def friendly_errors(command: F) -> F:
             print_error(f"cannot use the lineage store: {exc.orig}")
             raise typer.Exit(ExitCode.USAGE) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the command's signature
 
 
 def print_error(message: str) -> None:

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracelake.app.service import DiffView, Direction, TraversalFilters
+from tracelake.app.service import DiffView, TraversalFilters
 from tracelake.app.views import EdgeView, GraphView
 from tracelake.cli import render
 from tracelake.cli.common import (
@@ -33,6 +33,7 @@ from tracelake.model import AssetChange, AssetRead, Confidence, Signal
 from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
+    from tracelake.graph.traverse import Direction
     from tracelake.store.reads import ReadCounts
 
 ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)

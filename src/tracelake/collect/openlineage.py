@@ -78,6 +78,7 @@ JOB_DATASETS = "datasets"
 # The process property keeping a job's jobType `processingType` (BATCH, STREAMING), upper-cased.
 PROCESSING_TYPE = "processing_type"
 T = TypeVar("T")
+D = TypeVar("D")  # a default, which may be narrower than what a facet gives ([] for a list[str])
 
 _DEFAULT_PROCESS_KIND = "openlineage"
 _RUN_EVENT, _DATASET_EVENT, _JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
@@ -108,7 +109,7 @@ def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
     return builder.batch()
 
 
-def events_to_batch(events: Sequence[Mapping[str, Any]]) -> LineageBatch:
+def events_to_batch(events: object) -> LineageBatch:
     """Many events as one batch, all or nothing: the first malformed one raises, its index in the path."""
     if not isinstance(events, Sequence) or isinstance(events, str | bytes):
         raise EventError("$", f"expected an array of events, got {_json_type(events)}")
@@ -219,7 +220,7 @@ def _facet(holder: _At, name: str) -> _At | None:
     return found
 
 
-def _read_facet(builder: _Builder, holder: _At, name: str, read: Callable[[_At], T], default: T) -> T:
+def _read_facet(builder: _Builder, holder: _At, name: str, read: Callable[[_At], T], default: D) -> T | D:
     """What `read` makes of a facet, or `default` when it is absent; a facet that breaks the spec is
     left out with a problem naming where, as Marquez keeps an event whatever its facets hold."""
     try:

@@ -171,10 +171,12 @@ def match(
             if isinstance(haystack, str):
                 if isinstance(needle, bytes):
                     continue  # raw bytes are not looked for in text
-                probe: Scalar = needle
+                contained = len(haystack) > len(needle) and needle in haystack
+            elif isinstance(haystack, bytes):
+                contained = len(haystack) > len(needle_bytes) and needle_bytes in haystack
             else:
-                probe = needle_bytes
+                continue  # `texts` holds text and bytes only
             # a longer value only: an equal one was found above, through the dict
-            if len(haystack) > len(probe) and probe in haystack:
+            if contained:
                 found.append(Match(source, sink, MatchKind.CONTAINS))
     return found, False

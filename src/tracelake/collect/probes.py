@@ -229,7 +229,7 @@ class Probes:
                         record(args, kwargs)
                         return await function(*args, **kwargs)
 
-                return run_async  # type: ignore[return-value]
+                return run_async  # type: ignore[return-value]  # functools.wraps keeps the signature mypy cannot follow
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
@@ -237,7 +237,7 @@ class Probes:
                     record(args, kwargs)
                     return function(*args, **kwargs)
 
-            return run  # type: ignore[return-value]
+            return run  # type: ignore[return-value]  # functools.wraps keeps the signature mypy cannot follow
 
         return decorate
 
@@ -259,7 +259,7 @@ class Probes:
                         self._failed("sink_call", error)
                 return function(*args, **kwargs)
 
-            return run  # type: ignore[return-value]
+            return run  # type: ignore[return-value]  # functools.wraps keeps the signature mypy cannot follow
 
         return decorate
 
@@ -411,5 +411,5 @@ def _stack(depth: int) -> tuple[str, ...]:
         if filename != _THIS_FILE and "/logging/" not in filename:
             short = "/".join(filename.rsplit("/", 2)[-2:])
             frames.append(f"{short}:{frame.f_lineno} in {frame.f_code.co_name}")
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back  # type: ignore[assignment]  # the loop ends at the outermost frame's None
     return tuple(frames)

@@ -197,7 +197,8 @@ def _relation_datasets(details: dict[str, str], columns: list[tuple[str, str | N
     return []
 
 
-def _table_metadata(table: dict[str, Any]) -> dict[str, Any]:
+def _table_metadata(table: Any) -> dict[str, Any]:
+    """What a CatalogTable's JSON (a dict; called once `catalog_table_urn` named it) says."""
     metadata: dict[str, Any] = {}
     if table.get("provider"):
         metadata["format"] = str(table["provider"]).lower()

@@ -279,7 +279,7 @@ class _Evaluator:
         rel = Rel(attrs, {})
         known = [a for a in attrs if a.expr_id is not None and self.memory.get(a.expr_id)]
         for attr in known:
-            deps = self.memory[attr.expr_id]  # type: ignore[index]
+            deps = self.memory[attr.expr_id]  # type: ignore[index]  # `known` kept only attributes with an expr_id
             _set(rel, attr, deps)
             rel.tables.update(source.partition("#")[0] for source, _ in deps)
         if cls in IN_MEMORY_LEAVES and not known:
@@ -398,8 +398,8 @@ class _Evaluator:
             carried = known.get(attr.expr_id) if attr.expr_id is not None else None
             _set(rel, attr, carried if carried is not None else everything)
         if node.cls in _GROUPED_PYTHON:
-            for key in node.expr_list("groupingAttributes") + node.expr_list("leftGroup"):
-                walker.walk(key, T.GROUP_BY, rel.indirect)
+            for grouping in node.expr_list("groupingAttributes") + node.expr_list("leftGroup"):
+                walker.walk(grouping, T.GROUP_BY, rel.indirect)
         return rel
 
 

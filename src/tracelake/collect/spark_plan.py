@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 _EXPRESSION_PACKAGES = (".catalyst.expressions.", ".sql.expressions.")
 # Expressions that live outside the expression packages.
@@ -40,7 +40,10 @@ def is_expression_class(cls: str) -> bool:
     return any(p in cls for p in _EXPRESSION_PACKAGES) or short_name(cls) in _EXPRESSIONS_ELSEWHERE
 
 
-def _is_node_list(value: Any) -> bool:
+N = TypeVar("N")  # a node of the tree `_build` makes
+
+
+def _is_node_list(value: Any) -> TypeGuard[list[dict[str, Any]]]:
     return bool(value) and isinstance(value, list) and isinstance(value[0], dict) and "class" in value[0]
 
 
@@ -126,9 +129,9 @@ def expr_preorder(root: Expr) -> Iterator[Expr]:
 # -- building trees -----------------------------------------------------------------------
 
 
-def _build(items: list[dict[str, Any]], make: Callable[[dict[str, Any]], Any]) -> Any:
+def _build(items: list[dict[str, Any]], make: Callable[[dict[str, Any]], N]) -> N:
     """Rebuild a tree from a pre-order list with `num-children`, iteratively."""
-    root = None
+    root: N | None = None
     stack: list[list[Any]] = []  # [node, children still to come]
     for item in items:
         node = make(item)
@@ -143,6 +146,8 @@ def _build(items: list[dict[str, Any]], make: Callable[[dict[str, Any]], Any]) -
             stack.append([node, count])
         while stack and stack[-1][1] == 0:
             stack.pop()
+    if root is None:
+        raise ValueError("a plan or expression tree with no node")
     return root
 
 

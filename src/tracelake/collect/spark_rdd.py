@@ -100,10 +100,10 @@ def install() -> None:
             setattr(RDD, name, _wrap_save(getattr(RDD, name), file_format))
         for name in RDD_READS:
             setattr(RDD, name, _wrap_read(getattr(RDD, name), name))
-        SparkContext.runJob = _wrap_read(SparkContext.runJob, "runJob")  # type: ignore[method-assign]
+        SparkContext.runJob = _wrap_read(SparkContext.runJob, "runJob")
         made = _wrap_rdd_property(DataFrame.rdd.func)
         made.__set_name__(DataFrame, "rdd")
-        DataFrame.rdd = made  # type: ignore[method-assign,assignment]
+        DataFrame.rdd = made
         _installed = True
 
 

@@ -197,9 +197,8 @@ class RunRecord:
                 lineage = analyze_action(item.func_name, item.plan, item.details, state.memory, state.origins)
         except Exception as error:
             self.analysis_errors += 1
-            logger.warning(
-                "lineage of Spark action %r not analysed (%s)", item.func_name, type(error).__name__
-            )
+            action = "df.rdd" if isinstance(item, RddOrigin) else item.func_name
+            logger.warning("lineage of Spark action %r not analysed (%s)", action, type(error).__name__)
             return False
         record = ActionRecord(
             item.func_name,

@@ -164,9 +164,9 @@ class QueryAnalyzer:
                 if relation.knows(name) is not False:
                     add_composed(out.indirect, relation.lookup(name) or {}, T.JOIN)
         for clause, kind in _ROW_CLAUSES:
-            node = select.args.get(clause)
-            if node is not None:
-                self._clause(node, kind, context, out, clause)
+            held = select.args.get(clause)
+            if held is not None:
+                self._clause(held, kind, context, out, clause)
         return out
 
     def _clause(
@@ -515,7 +515,7 @@ _ROW_CLAUSES = (
 )
 
 
-def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
+def _within(node: exp.Expr | None, ancestor: exp.Expr) -> bool:
     while node is not None and node is not ancestor:
         node = node.parent
     return node is ancestor

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 _EXCERPT_CHARS = 120
 # sqlglot names the offending token by its repr; people want to see the token's text.

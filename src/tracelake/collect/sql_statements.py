@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -122,7 +123,7 @@ class RunState:
     learnt: dict[str, dict[str, str | None]] = field(default_factory=dict)
     unordered: set[str] = field(default_factory=set)  # learnt tables whose column order is unknown
     edges: dict[EdgeKey, Confidence] = field(default_factory=dict)
-    assets: dict[str, dict[str, str]] = field(default_factory=dict)
+    assets: dict[str, dict[str, Any]] = field(default_factory=dict)  # metadata by asset URN
     field_types: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # tables read by read-only queries, each with the columns read from it (paths)
@@ -191,7 +192,7 @@ class RunState:
             if catalog:
                 self.default_catalog = None if catalog in DEFAULT_CATALOGS else catalog
 
-    def _insert(self, insert: exp.Insert) -> None:
+    def _insert(self, insert: exp.Insert) -> Outcome:
         node = insert.this
         explicit: list[str] | None = None
         if isinstance(node, exp.Schema):
@@ -229,7 +230,7 @@ class RunState:
     def _multi_insert(self, statement: exp.MultitableInserts) -> Outcome:
         """Hive's `FROM src INSERT … SELECT … INSERT … SELECT …`: each insert reads the shared FROM."""
         source, ctes = statement.args.get("source"), statement.args.get("with_")
-        outcomes = []
+        outcomes: list[Outcome] = []
         for insert in statement.expressions:
             query = insert.expression
             if isinstance(insert, exp.Insert) and isinstance(query, exp.Select) and source is not None:
@@ -355,7 +356,7 @@ class RunState:
         (BigQuery): the files become the table's, as they are."""
         path = load.args.get("inpath")
         files = load.args.get("files")
-        paths = [path] if isinstance(path, exp.Literal) else option_values(files, "uris")
+        paths: list[exp.Expr] = [path] if isinstance(path, exp.Literal) else option_values(files, "uris")
         return self._load_files(load.this, paths, "LOAD DATA")
 
     def _load_files(self, node: exp.Expr, paths: list[exp.Expr], kind: str) -> Outcome:
@@ -628,7 +629,9 @@ class RunState:
         relation = self._analyze(select)
         if relation is None:
             return self._untraced("DELETE with no scope to analyse")
-        columns = [(name, {}, Confidence.HIGH) for name, _ in relation.columns] if known else []
+        columns: list[tuple[str, Deps, Confidence]] = (
+            [(name, {}, Confidence.HIGH) for name, _ in relation.columns] if known else []
+        )
         self._write(target, columns, relation, append=True, skip_self=True)
         return Outcome.LINEAGE
 

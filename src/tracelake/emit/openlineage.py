@@ -148,7 +148,7 @@ class _DatasetView:
                     node = schema_dataset.SchemaDatasetFacetFields(name=part)
                     nodes[prefix] = node
                     siblings.append(node)
-                siblings = node.fields  # type: ignore[assignment]
+                siblings = node.fields  # type: ignore[assignment]  # the client types fields as a sequence; it is the list it built
             assert node is not None
             if data_type is not None:
                 node.type = data_type

@@ -179,11 +179,11 @@ def _redundant(
         if columns:
             groups.setdefault((frozenset(sources), columns), []).append(asset)
     found = []
-    for (sources, _), assets in sorted(groups.items(), key=lambda item: sorted(item[1])):
+    for (shared, _), assets in sorted(groups.items(), key=lambda item: sorted(item[1])):
         layers = {facts[asset].layer for asset in assets}
         if len(assets) > 1 and len(layers) > 1:
             ordered = tuple(sorted(assets))
-            upstream = ", ".join(sorted(sources))
+            upstream = ", ".join(sorted(shared))
             message = f"{', '.join(ordered)} read the same upstreams ({upstream}) with the same columns"
             found.append(Violation(policy.name, policy.kind, message, ordered))
     return found

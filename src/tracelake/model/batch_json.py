@@ -120,9 +120,9 @@ class _Reader:
         if value is None:
             return default
         try:
-            return kind(value)  # type: ignore[call-arg]
+            return kind(value)  # type: ignore[call-arg]  # `kind` is an Enum class: called with a value
         except ValueError:
-            allowed = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]
+            allowed = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]  # an Enum's members have .value
             raise BatchError(f"{self.path}.{key}", f"{value!r} is not one of {allowed}") from None
 
     def mapping(self, key: str) -> dict[str, Any]:

@@ -92,9 +92,9 @@ class IdentityFilter:
         if self.kind == "exact":
             return np.isin(keys, self.table)
         one = np.zeros(1, dtype=np.int64)
-        return probe_fuse(
-            self.table, one, *(np.array([v], dtype=np.uint64) for v in self.fuse_shape()), keys
-        )[0]
+        seed, length, count_length = (np.array([v], dtype=np.uint64) for v in self.fuse_shape())
+        found: np.ndarray = probe_fuse(self.table, one, seed, length, count_length, keys)[0]
+        return found
 
     def fuse_shape(self) -> tuple[int, int, int]:
         """(seed, segment length, segment count × length): what places a key in the table."""

@@ -263,8 +263,9 @@ def _probe(covered: dict[str, list[StoredFilter]], keys: np.ndarray) -> dict[str
                 continue
             shape = np.array([stored.filter.fuse_shape() for _, stored in pending], dtype=np.uint64).T
             offsets = np.array([stored.offset // dtype.itemsize for _, stored in pending], dtype=np.int64)
-            found = probe_fuse(base, offsets, shape[0], shape[1], shape[2], keys).any(axis=1)
-            for (path, _), hit in zip(pending, found, strict=True):
+            found = probe_fuse(base, offsets, shape[0], shape[1], shape[2], keys)
+            for (path, _), row in zip(pending, found, strict=True):
+                hit = row.any()
                 hits[path] = hits[path] or bool(hit)
     return hits
 

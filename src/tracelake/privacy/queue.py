@@ -14,6 +14,7 @@ event (who, when, what, counts — never record values). The statements are
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import uuid
@@ -171,7 +172,7 @@ class RequestQueue:
             raise PrivacyRequestError(f"a request status is one of {', '.join(STATUSES)}, not {status!r}")
         return self.table.list(status=status, limit=limit)
 
-    def audit(self, request_id: str | None = None, *, limit: int = 100) -> list[AuditEvent]:
+    def audit(self, request_id: str | None = None, *, limit: int = 100) -> builtins.list[AuditEvent]:
         return self.table.audit(request_id, limit=limit)
 
 

@@ -283,7 +283,7 @@ def _rewrite(
     by_schema: dict[str, list[str]] = {}
     for path in targets:
         by_schema.setdefault(_schema_text(root / path), []).append(path)
-    options = {} if fpp is None else {"fpp": fpp}
+    options: dict[str, Any] = {} if fpp is None else {"fpp": fpp}
     for group in by_schema.values():
         with whole_files(spark, {path: files[path] for path in group}):
             source = spark.read.parquet(*[str(root / path) for path in group])
@@ -370,7 +370,8 @@ def _check_rewrites(
 def _schema_text(path: Path) -> str:
     import pyarrow.parquet as pq
 
-    return pq.read_schema(path).remove_metadata().to_string(show_field_metadata=False)
+    text: str = pq.read_schema(path).remove_metadata().to_string(show_field_metadata=False)
+    return text
 
 
 def _relative(root: Path, uri: str) -> str:

@@ -207,7 +207,7 @@ def _sink(staging: str, columns: Sequence[str], fpp: float, *, grouped: bool) ->
     from pyspark.sql import functions as F
     from pyspark.sql.functions import ArrowUDFType
 
-    def collect(batches: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+    def collect(batches: Iterator[Any]) -> Iterator[Any]:  # a tuple of columns, or a lone one
         import numpy as np
         import pyarrow as pa
 
@@ -350,7 +350,7 @@ def _bind(
         if name is not None:
             groups.setdefault(name, []).append(filters)
     report = WriteReport(root, len(added), 0)
-    entries = []
+    entries: list[tuple[IdentityFilter, DataFile, str, int]] = []
     for relative, data_file in sorted(added.items()):
         found = groups.get(relative, [])
         filters = found[0] if len(found) == 1 else {}

@@ -161,7 +161,7 @@ class EntityTables:
         return [dict(row) for row in rows]
 
 
-def _between(query: sa.Select, table: sa.Table, lo: int | None, hi: int | None) -> sa.Select:  # type: ignore[type-arg]
+def _between(query: sa.Select[Any], table: sa.Table, lo: int | None, hi: int | None) -> sa.Select[Any]:
     if lo is not None:
         query = query.where(table.c.start_s >= lo)
     if hi is not None:
@@ -169,7 +169,7 @@ def _between(query: sa.Select, table: sa.Table, lo: int | None, hi: int | None) 
     return query
 
 
-def _status(row: sa.Row) -> InstanceStatus:  # type: ignore[type-arg]
+def _status(row: sa.Row[Any]) -> InstanceStatus:
     return InstanceStatus(
         entity=row.entity,
         start=row.start_s,

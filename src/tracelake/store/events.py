@@ -77,7 +77,7 @@ def list_events(
     one page of them and how many there are in all. Dataset and job events are not listed, as
     Marquez lists only RunEvents."""
     e = s.openlineage_events
-    where = [e.c.run_id.is_not(None)]
+    where: list[sa.ColumnElement[bool]] = [e.c.run_id.is_not(None)]
     if after is not None:
         where.append(e.c.event_time >= to_micros(after))
     if before is not None:

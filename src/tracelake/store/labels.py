@@ -22,7 +22,7 @@ from tracelake.store.sqlstore import LineageStore
 
 INFERRED = "inferred"
 CONFIRMED = "confirmed"
-MAX_LABEL = s.label_assignments.c.label.type.length  # the longest label an assignment can hold
+MAX_LABEL = s.width(s.label_assignments.c.label)  # the longest label an assignment can hold
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class LabelStore:
         labels = list(walked)
         changes = LabelChanges()
         now = s.to_micros(utcnow())
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "urn": path[-1],
                 "label": label,
@@ -88,7 +88,7 @@ class LabelStore:
             conn.execute(table.delete().where(table.c.provenance == INFERRED, table.c.label.in_(labels)))
             if rows:
                 conn.execute(table.insert(), rows)
-        after = {(row["urn"], row["label"]) for row in rows}
+        after: set[tuple[str, str]] = {(row["urn"], row["label"]) for row in rows}
         changes.added, changes.removed = after - before, before - after
         changes.kept = len(after & before)
         return changes
@@ -149,7 +149,7 @@ class LabelStore:
         table = s.discovery_sessions
         query = sa.select(table.c.id, table.c.label, table.c.created_by).order_by(table.c.created_at.desc())
         with self.store.engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(query)]  # type: ignore[misc]
+            return [(row.id, row.label, row.created_by) for row in conn.execute(query)]
 
     def assignments(self, *, urn: str | None = None, label: str | None = None) -> list[LabelAssignment]:
         """Declared and inferred labels, optionally of one node or one label."""

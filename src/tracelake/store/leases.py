@@ -109,7 +109,7 @@ def abort(store: LineageStore, dead: list[Lease]) -> None:
             for lease in dead
         ],
     )
-    store.ingest(batch)  # type: ignore[attr-defined]
+    store.ingest(batch)
     with store.engine.begin() as conn:
         conn.execute(
             sa.delete(s.run_leases).where(s.run_leases.c.run_id.in_([lease.run_id for lease in dead]))

@@ -8,6 +8,7 @@ fingerprint stays, so the store does not become one more copy of the personal da
 
 from __future__ import annotations
 
+import builtins
 import os
 import socket
 from collections.abc import Sequence
@@ -223,7 +224,7 @@ class RequestTable:
         with self.store.engine.connect() as conn:
             return [_request(row) for row in conn.execute(query).mappings()]
 
-    def audit(self, request_id: str | None = None, *, limit: int = 100) -> list[AuditEvent]:
+    def audit(self, request_id: str | None = None, *, limit: int = 100) -> builtins.list[AuditEvent]:
         """The latest `limit` events (of one request, or of all), oldest first."""
         table = s.privacy_audit
         query = sa.select(table).order_by(table.c.id.desc()).limit(limit)

@@ -371,6 +371,14 @@ subscription_deliveries = sa.Table(
 MICROS = 1_000_000
 
 
+def width(column: sa.Column[Any]) -> int:
+    """The most characters a string column holds (values are bounded to it before they are written)."""
+    kind = column.type
+    if not isinstance(kind, sa.String) or kind.length is None:
+        raise TypeError(f"{column.table.name}.{column.name} is no bounded string column")
+    return kind.length
+
+
 def to_micros(moment: datetime) -> int:
     moment = as_utc(moment)
     return (moment - _EPOCH) // _ONE_MICRO

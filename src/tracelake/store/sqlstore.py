@@ -216,9 +216,9 @@ class _EdgeSets:
 # when a value is too long. PostgreSQL holds a value to its column: a longer one is left out with
 # a problem saying so, rather than the whole ingest failing.
 _NODE_WORDS: dict[type, dict[str, tuple[int, str | None]]] = {
-    Asset: {"owner": (s.nodes.c.owner.type.length, None), "layer": (s.nodes.c.layer.type.length, None)},
-    Field: {"data_type": (s.nodes.c.data_type.type.length, None)},
-    Process: {"owner": (s.nodes.c.owner.type.length, None), "kind": (s.nodes.c.kind.type.length, "unknown")},
+    Asset: {"owner": (s.width(s.nodes.c.owner), None), "layer": (s.width(s.nodes.c.layer), None)},
+    Field: {"data_type": (s.width(s.nodes.c.data_type), None)},
+    Process: {"owner": (s.width(s.nodes.c.owner), None), "kind": (s.width(s.nodes.c.kind), "unknown")},
 }
 
 
@@ -227,7 +227,7 @@ def _within_columns(batch: LineageBatch) -> LineageBatch:
     left_out: list[Problem] = []
 
     def fitted(item: Asset | Field | Process) -> Any:
-        replaced: dict[str, str | None] = {}
+        replaced: dict[str, Any] = {}
         for name, (width, stand_in) in _NODE_WORDS[type(item)].items():
             value = getattr(item, name)
             if isinstance(value, str) and len(value) > width:
@@ -268,9 +268,7 @@ def _stored_event_type(value: Any) -> str | None:
     """The event type for the events table's column: as sent when it is one (the column holds 32
     characters, every RunState and more), else OTHER, as the collector took it (its problem says
     what was sent, and the body keeps it)."""
-    if value is None or (
-        isinstance(value, str) and len(value) <= s.openlineage_events.c.event_type.type.length
-    ):
+    if value is None or (isinstance(value, str) and len(value) <= s.width(s.openlineage_events.c.event_type)):
         return value
     return "OTHER"
 
@@ -430,9 +428,9 @@ class LineageStore:
                 if run.process not in processes and run.process not in unnamed:
                     unnamed[run.process] = Process(run.process, name=run.process, kind="unknown")
             for change in batch.changes:
-                for urn in (change.asset, change.previous):
-                    if urn is not None and urn not in assets:
-                        assets[urn] = Asset(urn)
+                for named in (change.asset, change.previous):
+                    if named is not None and named not in assets:
+                        assets[named] = Asset(named)
                 if change.process and change.process not in processes and change.process not in unnamed:
                     unnamed[change.process] = Process(change.process, name=change.process, kind="unknown")
             for read in batch.reads:
@@ -605,7 +603,7 @@ class LineageStore:
                 versions[process_id],
                 observations.get(process_id, {}),
                 hashes,
-                lambda a, b, pid=process_id: edges.unite(pid, a, b),
+                functools.partial(edges.unite, process_id),
             )
             for version in plan.insert:  # read before any version of the process is deleted
                 edges.of(process_id, version)
@@ -714,7 +712,7 @@ class LineageStore:
         if not rows:
             return
         a = s.asset_changes
-        known = set()
+        known: set[tuple[Any, ...]] = set()
         for chunk in _chunks(sorted({asset for asset, _, _ in rows})):
             query = sa.select(a.c.asset_id, a.c.at, a.c.change).where(a.c.asset_id.in_(chunk))
             known.update(tuple(row) for row in conn.execute(query))
@@ -865,8 +863,8 @@ class LineageStore:
     ) -> None:
         rows = [
             {
-                "source": _fitted(p.source, s.problems.c.source.type.length),
-                "location": _fitted(p.location, s.problems.c.location.type.length),
+                "source": _fitted(p.source, s.width(s.problems.c.source)),
+                "location": _fitted(p.location, s.width(s.problems.c.location)),
                 "reason": p.reason,
                 "excerpt": p.excerpt,
                 "recorded_at": now_us,
@@ -1119,7 +1117,7 @@ class LineageStore:
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
-            by_type = dict(
+            by_type: dict[str, int] = dict(
                 conn.execute(
                     sa.select(s.nodes.c.node_type, sa.func.count()).group_by(s.nodes.c.node_type)
                 ).all()
@@ -1288,10 +1286,10 @@ def _coded(column: sa.ColumnElement[Any], codes: dict[str, int]) -> sa.ColumnEle
 def _fetch_raw(conn: sa.Connection, query: sa.Select[Any]) -> list[tuple[Any, ...]]:
     """All rows of a query as the driver's own tuples, with constants inlined."""
     sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a checked-out connection has its DBAPI connection
     try:
         cursor.execute(sql)
-        return cursor.fetchall()
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 

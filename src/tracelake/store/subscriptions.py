@@ -157,7 +157,9 @@ class SubscriptionStore:
                     next_attempt_at=now,
                 )
             )
-            return int(result.inserted_primary_key[0])
+            key = result.inserted_primary_key
+            assert key is not None  # an insert of one row
+            return int(key[0])
 
     def events(self, subscription_id: str, *, after: int = 0, limit: int = 1000) -> list[Event]:
         t = s.subscription_events

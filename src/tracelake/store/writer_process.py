@@ -162,7 +162,7 @@ def _serve(pipe: Connection) -> None:
 def _receive(pipe: Connection) -> tuple[int, list[LineageBatch]] | None:
     """The next (ticket, batches), or None for a close or a parent that is gone."""
     try:
-        return pipe.recv()  # type: ignore[no-any-return]
+        return pipe.recv()  # type: ignore[no-any-return]  # the parent sends only this shape
     except (EOFError, ConnectionResetError):
         return None
 

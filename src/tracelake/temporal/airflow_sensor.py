@@ -13,7 +13,7 @@ from typing import Any
 try:  # Airflow 3
     from airflow.sdk.bases.sensor import BaseSensorOperator
 except ImportError:  # Airflow 2
-    from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef]
+    from airflow.sensors.base import BaseSensorOperator
 
 from tracelake.store import LineageStore
 from tracelake.temporal.airflow import instance_of
@@ -21,7 +21,7 @@ from tracelake.temporal.entities import AirflowBinding
 from tracelake.temporal.instances import EntityStore
 
 
-class EntityReadySensor(BaseSensorOperator):  # type: ignore[misc]
+class EntityReadySensor(BaseSensorOperator):  # type: ignore[misc]  # Airflow is not typed here: its class is Any
     template_fields = ("entity", "state")
 
     def __init__(

@@ -56,8 +56,9 @@ class DefinitionError(ValueError):
 # ---------------------------------------------------------------------- reading YAML
 
 
-class _Located(dict[str, Any]):
-    """A YAML mapping that remembers the line of itself and of each of its keys."""
+class _Located(dict[Any, Any]):
+    """A YAML mapping (keys as YAML gives them: text, or a number) that remembers the line of
+    itself and of each of its keys."""
 
     line: int = 0
     key_lines: dict[str, int]
@@ -335,7 +336,7 @@ def _parse_dependencies(raw: Any, name: str, line: int) -> tuple[Dependency, ...
             Dependency(
                 entity=entry["entity"].strip(),
                 # None until the upstream is known: its kind decides the default (`check` fills it in)
-                dates=dates,  # type: ignore[arg-type]
+                dates=dates,
                 states=tuple(str(state) for state in accepted),
                 timezones=timezones,
                 line=entry.line,
@@ -354,11 +355,11 @@ def _parse_airflow(raw: Any, name: str, line: int) -> AirflowBinding | None:
         unknown = sorted(set(raw) - {"dag", "task", "logical_date", "state"})
         if unknown:
             raise _Invalid(line, f"{name}: unknown airflow key {unknown[0]!r}")
-        task, state = raw.get("task"), raw.get("state")
+        bound_task, state = raw.get("task"), raw.get("state")
         logical_date = str(raw.get("logical_date", "start"))
         if logical_date not in ("start", "end"):
             raise _Invalid(line, f"{name}: airflow logical_date is `start` or `end` of the instance")
         return AirflowBinding(
-            raw["dag"], str(task) if task else None, logical_date, str(state) if state else None
+            raw["dag"], str(bound_task) if bound_task else None, logical_date, str(state) if state else None
         )
     raise _Invalid(line, f"{name}: `airflow` is `dag.task` or a mapping with `dag` and `task`")

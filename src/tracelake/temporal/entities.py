@@ -90,7 +90,7 @@ class DateRange:
 
     def __str__(self) -> str:
         if self.kind is RangeKind.WITHIN:
-            return {period: word for word, period in _WITHIN.items()}[self.period]  # type: ignore[index]
+            return {period: word for word, period in _WITHIN.items()}[self.period]  # type: ignore[index]  # a WITHIN range always has a period
         if self.kind is RangeKind.LAST:
             return f"last_{self.count}_{self.unit}"
         if self.kind is RangeKind.PREVIOUS:
@@ -101,10 +101,17 @@ class DateRange:
 @dataclass(frozen=True)
 class Dependency:
     entity: str
-    dates: DateRange  # as written, or the upstream's default once `check` has seen the upstream
+    dates: DateRange | None  # as written (None: not written), the upstream's default once checked
     states: tuple[str, ...] = (DEFAULT_STATE,)
     timezones: TzRule | None = None
     line: int = field(default=0, compare=False)  # where it was declared, for messages
+
+    @property
+    def range(self) -> DateRange:
+        """The dates needed, once `check` has given a dependency written without them its default."""
+        if self.dates is None:
+            raise ValueError(f"the dependency on {self.entity} has no dates: its entities were not checked")
+        return self.dates
 
 
 @dataclass(frozen=True)
@@ -259,7 +266,7 @@ def _check_dependency(
             f"needs {dep.entity} in state {missing[0]!r}, which it never holds "
             f"(its states: {', '.join(upstream.state_names)}): the dependency can never be satisfied"
         )
-    dates = dep.dates
+    dates = dep.range
     if dates.kind in (RangeKind.LAST, RangeKind.PREVIOUS) and dates.count < 1:
         return dep, f"range {dates} covers no time: it can never be satisfied"
     if entity.kind is Kind.STATIC and dates.kind is not RangeKind.ALL:

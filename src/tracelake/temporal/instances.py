@@ -186,7 +186,7 @@ def _needed_instances(edge: Edge, start: int, rows: StatusRows) -> list[tuple[in
         return [(STATIC_START, FOREVER)]
     lo, hi = needed(edge, start)
     first = first_instance(upstream)
-    if edge.dependency.dates.kind is RangeKind.ALL:
+    if edge.dependency.range.kind is RangeKind.ALL:
         return [(row.start, row.end) for row in rows.between(upstream.name, first, hi)]
     calendar = upstream.calendar
     if first is not None:

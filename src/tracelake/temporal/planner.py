@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tracelake.temporal.entities import Entity, Kind, topological_order
+from tracelake.temporal.entities import Entity, Kind, RangeKind, topological_order
 from tracelake.temporal.periods import parse_moment, utc_label
-from tracelake.temporal.ranges import Edge, RangeKind, affected
+from tracelake.temporal.ranges import Edge, affected
 from tracelake.temporal.spans import EMPTY, Spans, clip, intersect, normalize, overlaps, union
 
 Action = Literal["rebuild", "downgrade"]
@@ -192,7 +192,7 @@ class EntityGraph:
                 reached = clip(affected(edge, _broken(edge, invalid)), lo, hi)
                 grown = union(lost[edge.state], reached)
                 if grown != lost[edge.state]:
-                    dates = edge.dependency.dates
+                    dates = edge.dependency.range
                     # only when the state it loses is the one state it accepts is the chain unbroken
                     chained = edge.dependency.states == (edge.state,)
                     if chained and dates.kind is RangeKind.PREVIOUS and dates.count == 1:

@@ -33,7 +33,7 @@ class Edge:
 
     @property
     def range(self) -> RangeKind:
-        return self.dependency.dates.kind
+        return self.dependency.range.kind
 
     @property
     def by_wall_clock(self) -> bool:
@@ -67,7 +67,7 @@ def needed(edge: Edge, start: int) -> Span:
 
 
 def _needed_on_downstream_clock(edge: Edge, start: int) -> Span:
-    dates = edge.dependency.dates
+    dates = edge.dependency.range
     upstream = edge.upstream
     if edge.downstream.kind is Kind.STATIC:
         return -FOREVER, FOREVER
@@ -81,7 +81,7 @@ def _needed_on_downstream_clock(edge: Edge, start: int) -> Span:
     if kind is RangeKind.ALL:
         return -FOREVER, end
     if kind is RangeKind.WITHIN:
-        calendar = within_calendar(edge, dates.period)  # type: ignore[arg-type]
+        calendar = within_calendar(edge, dates.period)  # type: ignore[arg-type]  # checked definitions: WITHIN has a period, cumulative entities a span
         return calendar.floor(start), calendar.ceil(end)
     if kind is RangeKind.LAST:
         return add_calendar(end, -dates.count, dates.unit, edge.downstream.tz), end
@@ -90,7 +90,7 @@ def _needed_on_downstream_clock(edge: Edge, start: int) -> Span:
     if kind is RangeKind.PREVIOUS:
         return own.shift(start, -dates.count), own.shift(start, -dates.count + 1)
     if kind is RangeKind.TO_DATE:
-        return within_calendar(edge, edge.downstream.cumulative_over).floor(start), end  # type: ignore[arg-type]
+        return within_calendar(edge, edge.downstream.cumulative_over).floor(start), end  # type: ignore[arg-type]  # checked definitions: WITHIN has a period, cumulative entities a span
     # LATEST: the last upstream instance that ends by this instance's end (upstream clock).
     theirs = upstream.calendar
     boundary = theirs.floor(edge.to_upstream_clock(end))
@@ -108,7 +108,7 @@ def affected(edge: Edge, tainted: Spans) -> Spans:
 
 def _affected_span(edge: Edge, span: Span) -> Span:
     own = edge.downstream.calendar
-    dates = edge.dependency.dates
+    dates = edge.dependency.range
     kind = dates.kind
     if kind is RangeKind.LATEST and edge.upstream.kind is not Kind.STATIC:
         # D reads upstream u when u is the last one ending by D's end: D is affected when its
@@ -124,7 +124,7 @@ def _affected_span(edge: Edge, span: Span) -> Span:
     if kind is RangeKind.ALL:
         return own.floor(a), FOREVER
     if kind is RangeKind.WITHIN:
-        calendar = within_calendar(edge, dates.period)  # type: ignore[arg-type]
+        calendar = within_calendar(edge, dates.period)  # type: ignore[arg-type]  # checked definitions: WITHIN has a period, cumulative entities a span
         return own.floor(calendar.floor(a)), own.ceil(calendar.ceil(b))
     if kind is RangeKind.LAST:
         return own.floor(a), _first_reading_after(edge, own.floor(a), b)
@@ -133,7 +133,7 @@ def _affected_span(edge: Edge, span: Span) -> Span:
     if kind is RangeKind.PREVIOUS:
         return own.shift(own.floor(a), dates.count), own.shift(own.ceil(b), dates.count)
     # TO_DATE: forward to the end of the cumulative period that holds the taint's end
-    calendar = within_calendar(edge, edge.downstream.cumulative_over)  # type: ignore[arg-type]
+    calendar = within_calendar(edge, edge.downstream.cumulative_over)  # type: ignore[arg-type]  # checked definitions: WITHIN has a period, cumulative entities a span
     return own.floor(a), own.ceil(calendar.ceil(b))
 
 
@@ -141,7 +141,7 @@ def _first_reading_after(edge: Edge, first: int, moment: int) -> int:
     """The first downstream instance (from `first` on) whose `last N units` start at or after
     `moment`. Searched from an estimate: calendar arithmetic does not invert (a month back from
     Nov 30 is Oct 30, a month on from Oct 31 is Nov 30; a day across DST is 23 or 25 hours)."""
-    own, dates, tz = edge.downstream.calendar, edge.dependency.dates, edge.downstream.tz
+    own, dates, tz = edge.downstream.calendar, edge.dependency.range, edge.downstream.tz
 
     def reads_from(start: int) -> int:
         return add_calendar(own.end(start), -dates.count, dates.unit, tz)
