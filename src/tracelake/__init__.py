@@ -12,8 +12,9 @@ Spark, SQL parsing or the store.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
+
+from tracelake.model import VERSION
 
 if TYPE_CHECKING:
     from tracelake import privacy
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tracelake.spark import track
 
 __all__ = ["Probes", "Tracelake", "__version__", "privacy", "track"]
-__version__ = version("tracelake")
+__version__ = VERSION
 
 _PUBLIC = {
     "Probes": ("tracelake.collect.probes", "Probes"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from tracelake.api.marquez_read import router as marquez_read_router
 from tracelake.app.review import NotStable, ReviewError, UnknownSession
 from tracelake.app.service import Tracelake
 from tracelake.app.subscriptions import Background, WebhookPolicy
-from tracelake.model import InputError, UnknownNodeError
+from tracelake.model import VERSION, InputError, UnknownNodeError
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
@@ -65,7 +64,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
         lifespan=lifespan,
         title="Tracelake",
         description="Privacy-aware data lineage: OpenLineage in, lineage, labels and policies out.",
-        version=version("tracelake"),
+        version=VERSION,
         dependencies=[Depends(_no_nul)],
     )
     app.state.service = service

@@ -25,7 +25,6 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ from openlineage.client.transport.http import (
 )
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
-from tracelake.model import AssetChange, FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
+from tracelake.model import VERSION, AssetChange, FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
 from tracelake.model.names import dataset_of, openlineage_run_id
 
 __all__ = [
@@ -66,8 +65,7 @@ __all__ = [
 log = logging.getLogger("tracelake.openlineage")
 
 DEFAULT_NAMESPACE = "tracelake"
-_VERSION = version("tracelake")
-DEFAULT_PRODUCER = f"https://github.com/tracelake/tracelake/tree/{_VERSION}"
+DEFAULT_PRODUCER = f"https://github.com/tracelake/tracelake/tree/{VERSION}"
 
 # Hadoop's S3 connectors are one store to OpenLineage: its naming spec says `s3://{bucket}`.
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -293,7 +291,7 @@ def run_event(
         run_facets["processing_engine"] = processing_engine_run.ProcessingEngineRunFacet(
             version=str(engine_version),
             name=str(engine),
-            openlineageAdapterVersion=_VERSION,
+            openlineageAdapterVersion=VERSION,
             producer=producer,
         )
     job_facets: dict[str, JobFacet] = {

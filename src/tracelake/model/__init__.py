@@ -13,7 +13,20 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from importlib import metadata
 from typing import Any
+
+
+def _version() -> str:
+    """The installed distribution's version; a source tree on PYTHONPATH (as Airflow's workers
+    import Tracelake) has no metadata, and says so."""
+    try:
+        return metadata.version("tracelake")
+    except metadata.PackageNotFoundError:
+        return "0+source"
+
+
+VERSION = _version()  # Tracelake's, as producers and the API report it
 
 
 class Signal(StrEnum):
