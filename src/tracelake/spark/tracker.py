@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracelake.collect import spark_journal
 from tracelake.collect.spark_journal import RunHeader
@@ -55,6 +55,9 @@ from tracelake.collect.spark_run import (
 from tracelake.model import LineageBatch, Run, names, utcnow
 from tracelake.store import LineageStore, leases
 
+if TYPE_CHECKING:  # the emitter brings in the OpenLineage client; only a run that emits needs it
+    from tracelake.emit import LineageEmitter
+
 logger = logging.getLogger("tracelake.spark")
 
 _FLUSH_TIMEOUT = 60.0
@@ -66,16 +69,6 @@ INGEST_INTERVAL = 10.0
 LEASE_RENEWAL = 30.0
 
 
-class RunEventSink(Protocol):
-    """Where run events go besides the store (the OpenLineage emitter implements this)."""
-
-    def start(self, run: Run, batch: LineageBatch) -> None: ...
-
-    def complete(self, run: Run, batch: LineageBatch) -> None: ...
-
-    def fail(self, run: Run, batch: LineageBatch, error_class: str) -> None: ...
-
-
 class SparkTracker:
     """One tracked run of a Spark job; see `track`."""
 
@@ -85,7 +78,7 @@ class SparkTracker:
         job: str,
         *,
         store: LineageStore | str | None = None,
-        emitter: RunEventSink | None = None,
+        emitter: LineageEmitter | None = None,
         ingest_interval: float = INGEST_INTERVAL,
     ) -> None:
         if not job or not job.strip():
@@ -559,7 +552,7 @@ def track(
     job: str,
     *,
     store: LineageStore | str | None = None,
-    emitter: RunEventSink | None = None,
+    emitter: LineageEmitter | None = None,
     ingest_interval: float = INGEST_INTERVAL,
 ) -> SparkTracker:
     """Track the lineage of `spark`'s actions as one run of job `job` until `stop()`.
