@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from tracelake.graph import GraphIndex, IndexCache, impact, lineage, paths, refresh
-from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM
+from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM, TraversalFilters
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
 
@@ -153,13 +153,13 @@ def test_both_directions_keep_sides_apart(lake: GraphIndex) -> None:
 
 
 def test_depth_limits(lake: GraphIndex) -> None:
-    assert reached(lineage(lake, [A], "downstream", depth=0)) == {A: 0}
-    assert reached(lineage(lake, [A], "downstream", depth=1)) == {A: 0, C: 1}
-    result = lineage(lake, [A], "downstream", depth=2)
+    assert reached(lineage(lake, [A], "downstream", filters=TraversalFilters(depth=0))) == {A: 0}
+    assert reached(lineage(lake, [A], "downstream", filters=TraversalFilters(depth=1))) == {A: 0, C: 1}
+    result = lineage(lake, [A], "downstream", filters=TraversalFilters(depth=2))
     assert reached(result) == {A: 0, C: 1, E: 2}
     # e is at the depth limit: it is reached but not expanded
     assert result.edge_pairs() == {(A, C), (C, E)}
-    assert reached(lineage(lake, [H], "upstream", depth=2)) == {H: 0, G: 1, E: 2}
+    assert reached(lineage(lake, [H], "upstream", filters=TraversalFilters(depth=2))) == {H: 0, G: 1, E: 2}
 
 
 def test_batch_starts_are_the_union_of_single_starts(lake: GraphIndex) -> None:
@@ -176,12 +176,12 @@ def test_batch_starts_are_the_union_of_single_starts(lake: GraphIndex) -> None:
 
     # With a depth limit as well: a@2 = {a, c, e}, d@2 = {d, e, f, g}; edges out of the
     # expanded nodes only.
-    limited = lineage(lake, [A, D], "downstream", depth=2)
+    limited = lineage(lake, [A, D], "downstream", filters=TraversalFilters(depth=2))
     assert reached(limited) == {A: 0, D: 0, C: 1, E: 1, F: 2, G: 2}
     assert limited.edge_pairs() == {(A, C), (D, E), (C, E), (E, F), (E, G)}
     assert limited.edge_pairs() == (
-        lineage(lake, [A], "downstream", depth=2).edge_pairs()
-        | lineage(lake, [D], "downstream", depth=2).edge_pairs()
+        lineage(lake, [A], "downstream", filters=TraversalFilters(depth=2)).edge_pairs()
+        | lineage(lake, [D], "downstream", filters=TraversalFilters(depth=2)).edge_pairs()
     )
 
 
@@ -191,28 +191,39 @@ def test_duplicate_starts_and_a_start_reached_from_another(lake: GraphIndex) -> 
 
 
 def test_plain_table_names_resolve(lake: GraphIndex) -> None:
-    assert reached(lineage(lake, ["db.a"], "downstream", depth=1)) == {A: 0, C: 1}
+    assert reached(lineage(lake, ["db.a"], "downstream", filters=TraversalFilters(depth=1))) == {A: 0, C: 1}
 
 
 # ---------------------------------------------------------------------- filters
 
 
 def test_min_confidence_stops_at_low_edges(lake: GraphIndex) -> None:
-    assert reached(lineage(lake, [A], "downstream", min_confidence=Confidence.MEDIUM)) == {
+    assert reached(
+        lineage(lake, [A], "downstream", filters=TraversalFilters(min_confidence=Confidence.MEDIUM))
+    ) == {
         A: 0,
         C: 1,
         E: 2,
         F: 3,
     }
     # LOW admits everything
-    assert H in lineage(lake, [A], "downstream", min_confidence=Confidence.LOW)
+    assert H in lineage(lake, [A], "downstream", filters=TraversalFilters(min_confidence=Confidence.LOW))
     # upstream of h, the LOW edge e → g is the wall
-    assert reached(lineage(lake, [H], "upstream", min_confidence="HIGH")) == {H: 0, G: 1}
+    assert reached(lineage(lake, [H], "upstream", filters=TraversalFilters(min_confidence="HIGH"))) == {
+        H: 0,
+        G: 1,
+    }
 
 
 def test_signal_filter(lake: GraphIndex) -> None:
-    assert reached(lineage(lake, [A], "downstream", signals={Signal.SQL_STATIC})) == {A: 0, C: 1, E: 2}
-    assert reached(lineage(lake, [E], "downstream", signals={Signal.SPARK_RUNTIME, Signal.CONFIG})) == {
+    assert reached(
+        lineage(lake, [A], "downstream", filters=TraversalFilters(signals={Signal.SQL_STATIC}))
+    ) == {A: 0, C: 1, E: 2}
+    assert reached(
+        lineage(
+            lake, [E], "downstream", filters=TraversalFilters(signals={Signal.SPARK_RUNTIME, Signal.CONFIG})
+        )
+    ) == {
         E: 0,
         F: 1,
         G: 1,
@@ -220,11 +231,13 @@ def test_signal_filter(lake: GraphIndex) -> None:
 
 
 def test_asset_kind_filter(lake: GraphIndex) -> None:
-    result = lineage(lake, [A], "downstream", asset_kinds={"hive.table", "kafka.topic"})
+    result = lineage(
+        lake, [A], "downstream", filters=TraversalFilters(asset_kinds={"hive.table", "kafka.topic"})
+    )
     # g is a model, and h lies only behind it
     assert reached(result) == {A: 0, C: 1, E: 2, F: 3}
     # the start is kept whatever its kind
-    assert reached(lineage(lake, [G], "both", asset_kinds={"ai.feature"})) == {G: 0}
+    assert reached(lineage(lake, [G], "both", filters=TraversalFilters(asset_kinds={"ai.feature"}))) == {G: 0}
 
 
 def test_field_lineage_and_transformation_filters(lake: GraphIndex) -> None:
@@ -236,24 +249,32 @@ def test_field_lineage_and_transformation_filters(lake: GraphIndex) -> None:
         fld(E, "flag"): 2,
     }
     # GROUP_BY and FILTER are indirect
-    assert reached(lineage(lake, [country], "downstream", direct_only=True)) == {country: 0, fld(D, "x"): 1}
+    assert reached(lineage(lake, [country], "downstream", filters=TraversalFilters(direct_only=True))) == {
+        country: 0,
+        fld(D, "x"): 1,
+    }
     chosen = {Transformation.GROUP_BY, Transformation.TRANSFORMATION}
-    assert reached(lineage(lake, [country], "downstream", transformations=chosen)) == {
+    assert reached(
+        lineage(lake, [country], "downstream", filters=TraversalFilters(transformations=chosen))
+    ) == {
         country: 0,
         fld(C, "score_sum"): 1,
         fld(E, "flag"): 2,
     }
     # table-level edges have no transformation and are not removed by the filter
-    assert reached(lineage(lake, [A], "downstream", direct_only=True, depth=1)) == {A: 0, C: 1}
+    assert reached(lineage(lake, [A], "downstream", filters=TraversalFilters(direct_only=True, depth=1))) == {
+        A: 0,
+        C: 1,
+    }
 
 
 def test_asset_and_field_starts_in_one_pass(lake: GraphIndex) -> None:
-    result = lineage(lake, [D, fld(A, "user_id")], "downstream", depth=1)
+    result = lineage(lake, [D, fld(A, "user_id")], "downstream", filters=TraversalFilters(depth=1))
     assert reached(result) == {D: 0, fld(A, "user_id"): 0, E: 1, fld(C, "user_id"): 1}
 
 
 def test_include_fields_adds_the_column_edges_alongside(lake: GraphIndex) -> None:
-    result = lineage(lake, [A], "downstream", depth=1, include_fields=True)
+    result = lineage(lake, [A], "downstream", filters=TraversalFilters(depth=1), include_fields=True)
     assert reached(result) == {A: 0, C: 1, fld(A, "user_id"): 0, fld(C, "user_id"): 1}
     assert result.edge_pairs() == {(A, C), (fld(A, "user_id"), fld(C, "user_id"))}
     # b → c was not crossed, so b#score → c#score_sum is not added
@@ -271,15 +292,15 @@ def test_as_of_follows_process_versions(tmp_path: Path) -> None:
         store.ingest(LineageBatch(edges=[flow(A, C, "job1"), flow(k, C, "job1")], observed_at=MAR))
         index = GraphIndex.from_store(store)
     assert index.n_edges == 4  # two versions of two edges each
-    assert reached(lineage(index, [C], "upstream", as_of=FEB)) == {C: 0, A: 1, B: 1}
-    assert reached(lineage(index, [C], "upstream", as_of=APR)) == {C: 0, A: 1, k: 1}
+    assert reached(lineage(index, [C], "upstream", filters=TraversalFilters(as_of=FEB))) == {C: 0, A: 1, B: 1}
+    assert reached(lineage(index, [C], "upstream", filters=TraversalFilters(as_of=APR))) == {C: 0, A: 1, k: 1}
     assert reached(lineage(index, [C], "upstream")) == {C: 0, A: 1, k: 1}
-    assert reached(lineage(index, [C], "upstream", as_of=DEC)) == {C: 0}
+    assert reached(lineage(index, [C], "upstream", filters=TraversalFilters(as_of=DEC))) == {C: 0}
     # the version boundary: valid_from ≤ t < valid_to
-    assert reached(lineage(index, [C], "upstream", as_of=MAR)) == {C: 0, A: 1, k: 1}
-    assert reached(lineage(index, [B], "downstream", as_of=JAN)) == {B: 0, C: 1}
+    assert reached(lineage(index, [C], "upstream", filters=TraversalFilters(as_of=MAR))) == {C: 0, A: 1, k: 1}
+    assert reached(lineage(index, [B], "downstream", filters=TraversalFilters(as_of=JAN))) == {B: 0, C: 1}
     assert reached(lineage(index, [B], "downstream")) == {B: 0}
-    assert paths(index, B, C, as_of=FEB) and not paths(index, B, C)
+    assert paths(index, B, C, filters=TraversalFilters(as_of=FEB)) and not paths(index, B, C)
 
 
 # ---------------------------------------------------------------------- cycles
@@ -362,8 +383,8 @@ def test_paths_counted_by_hand(tmp_path: Path) -> None:
     limited = paths(index, s, t, max_paths=4)
     assert len(limited) == 4 and [len(p) for p in limited] == [3, 3, 3, 4]
     # filters apply to paths too; the runtime record alone joins only s → m1
-    assert len(paths(index, s, t, signals={Signal.SQL_STATIC})) == 9
-    assert len(paths(index, s, t, signals={Signal.SPARK_RUNTIME})) == 0
+    assert len(paths(index, s, t, filters=TraversalFilters(signals={Signal.SQL_STATIC}))) == 9
+    assert len(paths(index, s, t, filters=TraversalFilters(signals={Signal.SPARK_RUNTIME}))) == 0
     assert paths(index, t, s) == []  # paths run downstream only
 
 
@@ -384,7 +405,10 @@ def test_impact_of_assets(lake: GraphIndex) -> None:
     ]
     assert {i.asset: i.kind for i in found}[F] == "kafka.topic"
     assert all(i.via_fields == () for i in found)
-    assert [(i.asset, i.distance) for i in impact(lake, [A, D], min_confidence=Confidence.MEDIUM)] == [
+    assert [
+        (i.asset, i.distance)
+        for i in impact(lake, [A, D], filters=TraversalFilters(min_confidence=Confidence.MEDIUM))
+    ] == [
         (C, 1),
         (E, 1),
         (F, 2),

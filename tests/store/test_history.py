@@ -184,7 +184,9 @@ def test_any_arrangement_of_a_history_answers_as_a_naive_replay(
     for moment in (INSTANTS[2], None):
         expected = downstream(naive_at(runs, edges, moment), f"{T}raw.s#x")
         if f"{T}raw.s#x" in index.positions:
-            found = traverse.lineage(index, f"{T}raw.s#x", "downstream", as_of=moment)
+            found = traverse.lineage(
+                index, f"{T}raw.s#x", "downstream", filters=TraversalFilters(as_of=moment)
+            )
             assert {index.urns[p] for p in found.distances()} - {f"{T}raw.s#x"} == expected
     arranged.close()
     at_once.close()

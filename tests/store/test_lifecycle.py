@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from tracelake.graph import GraphIndex, lineage
+from tracelake.graph.traverse import TraversalFilters
 from tracelake.model import AssetChange, FlowEdge, Lifecycle, LineageBatch, Signal
 from tracelake.store import LineageStore
 
@@ -36,7 +37,7 @@ def _edges(store: LineageStore, as_of: datetime | None = None) -> set[tuple[str,
 
 
 def _upstream(store: LineageStore, urn: str, as_of: datetime | None = None) -> set[str]:
-    result = lineage(GraphIndex.from_store(store), [urn], "upstream", as_of=as_of)
+    result = lineage(GraphIndex.from_store(store), [urn], "upstream", filters=TraversalFilters(as_of=as_of))
     return {node for node in result.urns if node != urn}
 
 

@@ -8,6 +8,7 @@ as the plain views of `tracelake.app.views`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -24,14 +25,12 @@ from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
 from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache
 from tracelake.graph.traverse import Direction
+from tracelake.graph.traverse import TraversalFilters as TraversalFilters  # the app's vocabulary
 from tracelake.model import (
     AssetChange,
     AssetRead,
-    Confidence,
     LineageBatch,
     Problem,
-    Signal,
-    Transformation,
     UnknownNodeError,
     UrnError,
     parse_urn,
@@ -154,19 +153,6 @@ class DiffView:
     until: datetime
     added: list[EdgeView] = field(default_factory=list)
     removed: list[EdgeView] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class TraversalFilters:
-    """The knobs every traversal takes; None means "no filter"."""
-
-    depth: int | None = None
-    as_of: datetime | None = None
-    min_confidence: Confidence | None = None
-    signals: frozenset[Signal] | None = None
-    asset_kinds: frozenset[str] | None = None
-    transformations: frozenset[Transformation] | None = None
-    direct_only: bool = False
 
 
 class Tracelake:
@@ -346,7 +332,7 @@ class Tracelake:
         filters = filters or TraversalFilters()
         index = self.index()
         starts = self.resolve(names, index)
-        result = traverse.lineage(index, starts, direction, **_traverse_kwargs(filters))
+        result = traverse.lineage(index, starts, direction, _unset_when_empty(filters))
         as_of = filters.as_of
         distances = {
             index.urns[p]: d
@@ -365,7 +351,7 @@ class Tracelake:
         filters = filters or TraversalFilters()
         index = self.index()
         starts = self.resolve(names, index)
-        impacted = traverse.impact(index, starts, **_traverse_kwargs(filters))
+        impacted = traverse.impact(index, starts, _unset_when_empty(filters))
         records = self.store.nodes(i.asset for i in impacted)
         views = []
         for item in impacted:
@@ -388,9 +374,7 @@ class Tracelake:
         filters = filters or TraversalFilters()
         index = self.index()
         start, end = self.resolve([source, target], index)
-        kwargs = _traverse_kwargs(filters)
-        kwargs.pop("depth", None)
-        found = traverse.paths(index, start, end, max_depth=max_depth, **kwargs)
+        found = traverse.paths(index, start, end, _unset_when_empty(filters), max_depth=max_depth)
         return [[_edge_view(index.edge(p)) for p in path] for path in found]
 
     def show(self, name: str, *, as_of: datetime | None = None) -> NodeDetails:
@@ -449,16 +433,15 @@ class Tracelake:
         return [_node_view(urn, records.get(urn), index, None) for urn in urns if urn in index.positions]
 
 
-def _traverse_kwargs(filters: TraversalFilters) -> dict[str, Any]:
-    return {
-        "depth": filters.depth,
-        "as_of": filters.as_of,
-        "min_confidence": filters.min_confidence,
-        "signals": set(filters.signals) if filters.signals else None,
-        "asset_kinds": set(filters.asset_kinds) if filters.asset_kinds else None,
-        "transformations": set(filters.transformations) if filters.transformations else None,
-        "direct_only": filters.direct_only,
-    }
+def _unset_when_empty(filters: TraversalFilters) -> TraversalFilters:
+    """An interface's empty list of signals, kinds or transformations means "no filter", as an
+    option not given does; to the walk, an empty set would let no edge through."""
+    return dataclasses.replace(
+        filters,
+        signals=filters.signals or None,
+        asset_kinds=filters.asset_kinds or None,
+        transformations=filters.transformations or None,
+    )
 
 
 def _node_view(urn: str, record: NodeRecord | None, index: GraphIndex, distance: int | None) -> NodeView:

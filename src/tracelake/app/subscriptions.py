@@ -33,6 +33,7 @@ import urllib3
 
 from tracelake.app.service import Tracelake
 from tracelake.graph import traverse
+from tracelake.graph.traverse import TraversalFilters
 from tracelake.model import InputError
 from tracelake.store.subscriptions import Event, Subscription, SubscriptionStore, Webhook
 
@@ -43,7 +44,7 @@ Direction = Literal["upstream", "downstream"]
 def closure(service: Tracelake, node: str, direction: Direction, depth: int | None) -> dict[str, Any]:
     """The nodes and edges `direction` of `node` (fields included when `node` is a field)."""
     index = service.index()
-    result = traverse.lineage(index, [node], direction, depth=depth)
+    result = traverse.lineage(index, [node], direction, filters=TraversalFilters(depth=depth))
     nodes = sorted(index.urns[p] for p in result.distances())
     edges = sorted({(e.source, e.target) for e in (index.edge(p) for p in result.edge_positions())})
     return {"nodes": nodes, "edges": [list(edge) for edge in edges]}

@@ -25,7 +25,7 @@ import numpy as np
 
 from tracelake.graph.index import FIELD, GraphIndex
 from tracelake.graph.propagate import CARRYING
-from tracelake.graph.traverse import EdgeFilter, edge_filter, gather_slots, sorted_unique
+from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, gather_slots, sorted_unique
 from tracelake.model import Confidence, InputError, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]
@@ -129,7 +129,7 @@ def next_round(index: GraphIndex, session: Session) -> list[str]:
     if not session.frontier:
         return []
     session.round += 1
-    flt = edge_filter(index, transformations=session.transformations)
+    flt = edge_filter(index, filters=TraversalFilters(transformations=session.transformations))
     threshold = session.threshold.rank
     adjacency = index.downstream
     state = np.zeros(index.n_nodes, dtype=np.int8)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracelake.graph.index import ASSET, GraphIndex
-from tracelake.graph.traverse import EdgeFilter, edge_filter, gather_slots, sorted_unique
+from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, gather_slots, sorted_unique
 from tracelake.model import Confidence, Transformation
 
 # A label rides along a value copied or computed from the labelled one, or chosen by it (a CASE
@@ -113,7 +113,10 @@ def propagate(
 ) -> Propagation:
     """Labels inferred downstream of `declared` (node URN → its labels) under `rules`."""
     rules = rules or PropagationRules()
-    flt = edge_filter(index, min_confidence=rules.min_confidence, transformations=rules.transformations)
+    flt = edge_filter(
+        index,
+        filters=TraversalFilters(min_confidence=rules.min_confidence, transformations=rules.transformations),
+    )
     stop = _stop_mask(index, rules)
     starts_by_label: dict[str, list[int]] = {}
     for urn, labels in declared.items():

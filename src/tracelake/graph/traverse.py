@@ -129,17 +129,31 @@ class EdgeFilter:
         return keep & self.kind_ok[index.kind_codes[neighbours]]
 
 
-def edge_filter(
-    index: GraphIndex,
-    *,
-    as_of: datetime | None = None,
-    min_confidence: Confidence | str | None = None,
-    signals: Iterable[Signal | str] | None = None,
-    asset_kinds: Iterable[str] | None = None,
-    transformations: Iterable[Transformation | str] | None = None,
-    direct_only: bool = False,
-) -> EdgeFilter:
-    """Compile the user-facing filter arguments against one index."""
+@dataclass(frozen=True, slots=True)
+class TraversalFilters:
+    """The knobs every traversal takes, as one value from the interfaces to the walk; None means
+    "no filter". `depth` bounds the hops of `lineage` and `impact` (`paths` has `max_depth`)."""
+
+    depth: int | None = None
+    as_of: datetime | None = None
+    min_confidence: Confidence | str | None = None
+    signals: Iterable[Signal | str] | None = None
+    asset_kinds: Iterable[str] | None = None
+    transformations: Iterable[Transformation | str] | None = None
+    direct_only: bool = False
+
+
+NO_FILTERS = TraversalFilters()
+
+
+def edge_filter(index: GraphIndex, filters: TraversalFilters = NO_FILTERS) -> EdgeFilter:
+    """Compile the filters against one index."""
+    as_of, min_confidence, signals = filters.as_of, filters.min_confidence, filters.signals
+    asset_kinds, transformations, direct_only = (
+        filters.asset_kinds,
+        filters.transformations,
+        filters.direct_only,
+    )
     signal_ok = None
     if signals is not None:
         wanted = {Signal(s) for s in signals}
@@ -357,14 +371,8 @@ def lineage(
     index: GraphIndex,
     starts: Sequence[str] | str,
     direction: Direction = "downstream",
+    filters: TraversalFilters = NO_FILTERS,
     *,
-    depth: int | None = None,
-    as_of: datetime | None = None,
-    min_confidence: Confidence | str | None = None,
-    signals: Iterable[Signal | str] | None = None,
-    asset_kinds: Iterable[str] | None = None,
-    transformations: Iterable[Transformation | str] | None = None,
-    direct_only: bool = False,
     include_fields: bool = False,
 ) -> LineageResult:
     """Upstream, downstream or both-ways lineage of many start nodes in one pass.
@@ -376,18 +384,11 @@ def lineage(
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    depth = filters.depth
     if depth is not None and depth < 0:
         raise ValueError("depth must be ≥ 0")
     names, start_pos = _start_positions(index, starts)
-    flt = edge_filter(
-        index,
-        as_of=as_of,
-        min_confidence=min_confidence,
-        signals=signals,
-        asset_kinds=asset_kinds,
-        transformations=transformations,
-        direct_only=direct_only,
-    )
+    flt = edge_filter(index, filters)
     walks: dict[int, _Walk] = {}
     if direction in ("upstream", "both"):
         walks[UPSTREAM] = _bfs(index, index.upstream, start_pos, flt, depth)
@@ -475,14 +476,7 @@ class ImpactedAsset:
 def impact(
     index: GraphIndex,
     starts: Sequence[str] | str,
-    *,
-    depth: int | None = None,
-    as_of: datetime | None = None,
-    min_confidence: Confidence | str | None = None,
-    signals: Iterable[Signal | str] | None = None,
-    asset_kinds: Iterable[str] | None = None,
-    transformations: Iterable[Transformation | str] | None = None,
-    direct_only: bool = False,
+    filters: TraversalFilters = NO_FILTERS,
 ) -> list[ImpactedAsset]:
     """The assets downstream of `starts`, nearest first.
 
@@ -492,16 +486,8 @@ def impact(
     the shortest routes to those nearest nodes. The starts' own assets are not listed.
     """
     _, start_pos = _start_positions(index, starts)
-    flt = edge_filter(
-        index,
-        as_of=as_of,
-        min_confidence=min_confidence,
-        signals=signals,
-        asset_kinds=asset_kinds,
-        transformations=transformations,
-        direct_only=direct_only,
-    )
-    walk = _bfs(index, index.downstream, start_pos, flt, depth, count_paths=True)
+    flt = edge_filter(index, filters)
+    walk = _bfs(index, index.downstream, start_pos, flt, filters.depth, count_paths=True)
     assert walk.sigma is not None
     nodes = walk.nodes
     distances = walk.dist[nodes]
@@ -545,15 +531,10 @@ def paths(
     index: GraphIndex,
     source: str,
     target: str,
+    filters: TraversalFilters = NO_FILTERS,
     *,
     max_depth: int = 10,
     max_paths: int = 100,
-    as_of: datetime | None = None,
-    min_confidence: Confidence | str | None = None,
-    signals: Iterable[Signal | str] | None = None,
-    asset_kinds: Iterable[str] | None = None,
-    transformations: Iterable[Transformation | str] | None = None,
-    direct_only: bool = False,
 ) -> list[list[int]]:
     """Simple downstream paths from `source` to `target`, shortest first, at most `max_paths`.
 
@@ -572,15 +553,7 @@ def paths(
     t = index.position(target)
     if s == t or max_paths == 0:
         return []
-    flt = edge_filter(
-        index,
-        as_of=as_of,
-        min_confidence=min_confidence,
-        signals=signals,
-        asset_kinds=asset_kinds,
-        transformations=transformations,
-        direct_only=direct_only,
-    )
+    flt = edge_filter(index, filters)
     start = np.array([s], dtype=np.int64)
     forward = _bfs(index, index.downstream, start, flt, max_depth)
     if forward.dist[t] < 0:

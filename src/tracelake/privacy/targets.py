@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelake.graph.index import GraphIndex
-from tracelake.graph.traverse import lineage
+from tracelake.graph.traverse import TraversalFilters, lineage
 from tracelake.model import Asset, Confidence, Field, LineageBatch, parse_urn
 from tracelake.model.names import field_urn, location_urn
 from tracelake.store import LineageStore
@@ -71,7 +71,12 @@ def find_targets(store: LineageStore) -> list[Target]:
     index = GraphIndex.from_store(store)
     starts = [urn for urn in labelled if urn in index.positions]
     if starts:
-        walk = lineage(index, starts, "downstream", min_confidence=Confidence.HIGH, direct_only=True)
+        walk = lineage(
+            index,
+            starts,
+            "downstream",
+            filters=TraversalFilters(min_confidence=Confidence.HIGH, direct_only=True),
+        )
         distance = walk.distance_by_urn()
         parent: dict[str, str] = {}
         for source, target in sorted(walk.edge_pairs()):
