@@ -300,8 +300,6 @@ def _run(
     max_files: int | None = None,
     max_bytes: int | None = None,
 ) -> None:
-    if kind not in ("access", "delete"):
-        raise UserError(f"kind must be access or delete, not {kind!r}")
     with (
         Progress(
             TextColumn("{task.description}"),
