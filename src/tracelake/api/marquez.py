@@ -18,30 +18,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.deps import READ, WRITE, RequestError, get_service
 from tracelake.api.json_bodies import json_body
+from tracelake.app.marquez import JobDatasets, MarquezCatalog, dataset_type, job_name, process_of_job
 from tracelake.app.service import Tracelake, TraversalFilters
 from tracelake.app.views import EdgeView, NodeView
-from tracelake.collect.openlineage import (
-    JOB_DATASETS,
-    PROCESSING_TYPE,
-    EventError,
-    event_to_batch,
-    events_to_batch,
-)
-from tracelake.graph.index import GraphIndex
-from tracelake.model import LineageBatch, Problem, UnknownNodeError, parse_urn
-from tracelake.model.names import JOB_KIND, asset_urn, dataset_of, field_urn, job_of, job_urn
+from tracelake.model import UnknownNodeError
+from tracelake.model.names import asset_urn, dataset_of, field_urn
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
 Service = Annotated[Tracelake, Depends(get_service)]
-TRACELAKE_NAMESPACE = "tracelake"
 
 
 # The route reads its body itself (one event or an array of them), so the document says so here.
@@ -66,15 +56,10 @@ _EVENTS_BODY = {
     openapi_extra={"requestBody": _EVENTS_BODY},
 )
 async def post_lineage(request: Request, service: Service) -> Response:
-    """Ingest one OpenLineage event, or an array of them (all or nothing)."""
+    """Ingest one OpenLineage event, or an array of them (all or nothing); a malformed one is a 400
+    naming the JSON path at fault (`EventError`, an InputError)."""
     document = await json_body(request)
-    try:
-        batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
-    except EventError as error:
-        problem = Problem("openlineage", error.reason, error.path)
-        await asyncio.wrap_future(service.submit([LineageBatch(problems=[problem])]))
-        raise RequestError(error.reason, error.path) from None
-    await asyncio.wrap_future(service.submit([batch]))
+    await asyncio.wrap_future(service.submit_openlineage(document))
     return Response(status_code=201)
 
 
@@ -87,22 +72,22 @@ def get_lineage(
     """Datasets and jobs around a dataset, `depth` jobs away both ways, or around a job: its
     datasets and `depth` jobs beyond them (Marquez's shape)."""
     kind, parts = _node_id(node_id)
-    jobs = _jobs(service)
+    catalog = MarquezCatalog(service)
     if kind == "job":
         # a job is not a node of the graph but the edges between datasets: start from those it
         # reads and writes now, and those its events named
-        job = _job_urn(service, parts)
-        ends = {end for e in service.store.edges(process=job) for end in (e.source, e.target)}
-        inputs, outputs = jobs.datasets.get(job, (set(), set()))
+        job = _job_urn(catalog, parts)
+        ends = {end for e in catalog.edges_of(job) for end in (e.source, e.target)}
+        inputs, outputs = catalog.jobs().datasets.get(job, (set(), set()))
         starts = sorted({urn for urn in ends if "#" not in urn} | inputs | outputs)
         if not starts:
-            return {"graph": [_job_node(job, [], [], jobs.type_of(job, service.index()))]}
+            return {"graph": [_job_node(job, [], [], catalog.job_type(job))]}
     elif kind == "dataset":
-        starts = [_dataset_urn(service, parts, fields=0)]
+        starts = [_dataset_urn(catalog, parts, fields=0)]
     else:
         raise RequestError("nodeId must name a dataset or a job (dataset:<ns>:<name>)", "nodeId")
     view = service.lineage(starts, "both", TraversalFilters(depth=depth))
-    return {"graph": _dataset_job_graph(view.nodes, view.edges, jobs, service.index())}
+    return {"graph": _dataset_job_graph(view.nodes, view.edges, catalog)}
 
 
 @router.get("/column-lineage", dependencies=[READ])
@@ -114,10 +99,11 @@ def get_column_lineage(
 ) -> dict[str, Any]:
     """The upstream (and with `withDownstream`, downstream) fields of a field or of a dataset's."""
     kind, parts = _node_id(node_id)
+    catalog = MarquezCatalog(service)
     if kind == "datasetField":
-        starts = [_dataset_urn(service, parts, fields=1)]
+        starts = [_dataset_urn(catalog, parts, fields=1)]
     elif kind == "dataset":
-        asset = _dataset_urn(service, parts, fields=0)
+        asset = _dataset_urn(catalog, parts, fields=0)
         starts = [f.urn for f in service.show(asset).fields]
         if not starts:
             return {"graph": []}
@@ -154,34 +140,23 @@ def _splits(text: str, pieces: int) -> list[list[str]]:
     return found
 
 
-def _dataset_urn(service: Tracelake, rest: str, *, fields: int) -> str:
+def _dataset_urn(catalog: MarquezCatalog, rest: str, *, fields: int) -> str:
     """The node a Marquez id names: its namespace and name (and field) named as at ingest."""
-    positions = service.index().positions
     for parts in _splits(rest, 2 + fields):
         urn = asset_urn(parts[0], parts[1])
         if fields:
             urn = field_urn(urn, parts[2])
-        if urn in positions:
+        if catalog.holds(urn):
             return urn
     raise UnknownNodeError(rest)
 
 
-def _job_urn(service: Tracelake, rest: str) -> str:
-    positions = service.index().positions
+def _job_urn(catalog: MarquezCatalog, rest: str) -> str:
     for namespace, name in _splits(rest, 2):
         urn = process_of_job(namespace, name)
-        if urn in positions:
+        if catalog.holds(urn):
             return urn
     raise UnknownNodeError(rest)
-
-
-def process_of_job(namespace: str, name: str) -> str:
-    """The process a Marquez job names: the inverse of `_job_name`."""
-    return name if namespace == TRACELAKE_NAMESPACE else job_urn(namespace, name)
-
-
-def _job_name(process: str) -> tuple[str, str]:
-    return job_of(process) or (TRACELAKE_NAMESPACE, process)
 
 
 def _dataset_id(urn: str) -> str:
@@ -189,7 +164,7 @@ def _dataset_id(urn: str) -> str:
 
 
 def _job_id(process: str) -> str:
-    return "job:{}:{}".format(*_job_name(process))
+    return "job:{}:{}".format(*job_name(process))
 
 
 def _field_id(urn: str) -> str:
@@ -200,71 +175,10 @@ def _field_id(urn: str) -> str:
 # ---------------------------------------------------------------- graphs in Marquez's shape
 
 
-@dataclass
-class _Jobs:
-    """What the graph does not hold of OpenLineage jobs, read once per graph version: the datasets
-    their latest events named (a job that only writes, only reads, or rewrites what it reads has
-    them though no edge joins them) and their processing types."""
-
-    datasets: dict[str, tuple[set[str], set[str]]]
-    processing: dict[str, str]
-
-    @cached_property
-    def by_dataset(self) -> dict[str, set[str]]:
-        """The jobs whose events named each dataset."""
-        found: dict[str, set[str]] = defaultdict(set)
-        for job, (reads, writes) in self.datasets.items():
-            for dataset in (*reads, *writes):
-                found[dataset].add(job)
-        return found
-
-    def type_of(self, job: str, index: GraphIndex) -> str:
-        position = index.positions.get(job)
-        kind = index.kind(position) if position is not None else ""
-        return job_type(kind, {PROCESSING_TYPE: self.processing.get(job)})
-
-
-def _jobs(service: Tracelake) -> _Jobs:
-    global _jobs_cache
-    index = service.index()
-    if _jobs_cache is not None and _jobs_cache[0] is index:
-        return _jobs_cache[1]
-    found = service.store.property_of(JOB_DATASETS, urn_prefix=f"{JOB_KIND}/")
-    jobs = _Jobs(
-        {job: named_datasets({JOB_DATASETS: datasets}) for job, datasets in found.items()},
-        service.store.property_of(PROCESSING_TYPE, urn_prefix=f"{JOB_KIND}/"),
-    )
-    _jobs_cache = (index, jobs)
-    return jobs
-
-
-def named_datasets(properties: dict[str, Any]) -> tuple[set[str], set[str]]:
-    """The (inputs, outputs) a job's events named, from its properties (see `JOB_DATASETS`)."""
-    datasets = properties.get(JOB_DATASETS)
-    if not isinstance(datasets, dict):
-        return set(), set()
-    return set(datasets.get("inputs") or ()), set(datasets.get("outputs") or ())
-
-
-def job_type(kind: str, properties: dict[str, Any]) -> str:
-    """Marquez's job type: the jobType facet's processingType, else STREAMING for a streaming kind."""
-    processing = properties.get(PROCESSING_TYPE)
-    if processing in ("BATCH", "STREAMING"):
-        return str(processing)
-    return "STREAMING" if "stream" in kind.lower() else "BATCH"
-
-
-def dataset_type(urn: str) -> str:
-    """Marquez's dataset types: a stream's topic is a STREAM, anything else a DB_TABLE."""
-    return "STREAM" if parse_urn(urn).kind == "topic" else "DB_TABLE"
-
-
-_jobs_cache: tuple[GraphIndex, _Jobs] | None = None
-
-
 def _dataset_job_graph(
-    nodes: list[NodeView], edges: list[EdgeView], jobs: _Jobs, index: GraphIndex
+    nodes: list[NodeView], edges: list[EdgeView], catalog: MarquezCatalog
 ) -> list[dict[str, Any]]:
+    jobs: JobDatasets = catalog.jobs()
     datasets = {n.id: n for n in nodes if n.kind == "asset"}
     inputs: dict[str, set[str]] = defaultdict(set)  # job → datasets it reads
     outputs: dict[str, set[str]] = defaultdict(set)
@@ -308,12 +222,12 @@ def _dataset_job_graph(
             }
         )
     for job in sorted(set(inputs) | set(outputs)):
-        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job]), jobs.type_of(job, index)))
+        graph.append(_job_node(job, sorted(inputs[job]), sorted(outputs[job]), catalog.job_type(job)))
     return graph
 
 
 def _job_node(job: str, inputs: list[str], outputs: list[str], processing: str) -> dict[str, Any]:
-    namespace, name = _job_name(job)
+    namespace, name = job_name(job)
     return {
         "id": _job_id(job),
         "type": "JOB",

@@ -4,14 +4,9 @@ with their runs and versions, runs and their facets, search, tags and the raw ev
 
 Responses take the shapes of Marquez's OpenAPI document and its behaviour (defaults, ordering,
 `totalCount` where Marquez gives one; absent values left out rather than null, as its JSON is
-written). The data maps as follows. A dataset is an asset, under its OpenLineage (namespace,
-name) (`names.dataset_of`); a dataset namespace is also a source. A job is a process, under its
-OpenLineage name, or `tracelake` and its URN for lineage from other signals; its inputs and
-outputs are its dataset edges in force now and its versions the process's versions. A run is a
-run of the store, its state in Marquez's words (COMPLETE → COMPLETED, FAIL → FAILED, ABORT →
-ABORTED). A dataset version is a run that wrote the dataset (a dataset no run wrote has one
-version, itself as it stands). Facets come from the OpenLineage events as received
-(`store.events`); lineage from other signals has none.
+written). What they hold is read by `app.marquez.MarquezCatalog`, whose docstring says how the
+store maps to Marquez's datasets, jobs, runs and versions; runs' states are given in Marquez's
+words (COMPLETE → COMPLETED, FAIL → FAILED, ABORT → ABORTED).
 
 Names in paths hold `/` and `:` (`postgres://db:5432`), which clients send percent-encoded; the
 server decodes `%2F` before routing, so these routes match on the path as sent (`_EncodedNames`).
@@ -19,15 +14,9 @@ server decodes `%2F` before routing, so these routes match on the path as sent (
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
-import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from functools import cached_property
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -37,23 +26,23 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from tracelake.api.deps import READ, Moment, RequestError, get_service
-from tracelake.api.marquez import (
-    _dataset_id,
-    _job_id,
-    _job_name,
+from tracelake.api.marquez import _dataset_id, _job_id
+from tracelake.app.marquez import (
+    DatasetVersion,
+    MarquezCatalog,
+    NodeRecord,
+    ProcessVersion,
+    RunRecord,
     dataset_type,
+    job_name,
     job_type,
+    job_version_id,
     named_datasets,
     process_of_job,
+    version_id,
 )
 from tracelake.app.service import Tracelake
-from tracelake.graph.index import GraphIndex
-from tracelake.model import UnknownNodeError
-from tracelake.model.names import DatasetName, asset_urn, dataset_of
-from tracelake.store import LineageStore
-from tracelake.store import events as stored
-from tracelake.store.events import ProcessVersion, RunRecord
-from tracelake.store.sqlstore import NodeRecord
+from tracelake.model.names import asset_urn, dataset_of
 
 
 class _EncodedNames(APIRoute):
@@ -89,8 +78,6 @@ _ANONYMOUS = "anonymous"
 _LATEST_RUNS = 10  # how many a job lists under latestRuns, as Marquez does
 _STATES = {"COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED", "START": "RUNNING"}
 _MARQUEZ_STATES = frozenset({"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"})
-# Version ids are UUIDs made from what the version is, so they are stable across requests.
-_VERSIONS = uuid.uuid5(uuid.NAMESPACE_URL, "https://tracelake.dev/marquez/versions")
 
 
 # ---------------------------------------------------------------- namespaces and sources
@@ -225,7 +212,7 @@ def get_job_version(service: Service, namespace: str, job: str, version: str) ->
     catalog = _Catalog(service)
     urn = catalog.require_job(namespace, job)
     for found in catalog.versions_of(urn):
-        if _job_version_id(found) == version.lower():
+        if job_version_id(found) == version.lower():
             return catalog.job_version(found)
     raise _not_found("job version", version)
 
@@ -245,8 +232,8 @@ def get_run_facets(
     """The run's facets, or its job's, as the run's events gave them."""
     catalog = _Catalog(service)
     run = catalog.require_run(id)
-    read = stored.run_facets if type == "run" else stored.job_facets_of_run
-    return {"runId": run.run_id, "facets": read(service.store, run.run_id)}
+    read = catalog.reads.run_facets if type == "run" else catalog.reads.job_facets_of_run
+    return {"runId": run.run_id, "facets": read(run.run_id)}
 
 
 # ---------------------------------------------------------------- search, tags, events
@@ -305,7 +292,7 @@ def search(
 @router.get("/tags", dependencies=[READ])
 def list_tags(service: Service, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
     """Every label declared on a dataset, field or job, by name."""
-    labels = sorted({label for held in service.store.labelled("").values() for label in held})
+    labels = MarquezCatalog(service).tags()
     return {"tags": [{"name": label} for label in labels[offset : offset + limit]]}
 
 
@@ -321,8 +308,7 @@ def list_lineage_events(
     """The RunEvents received, as they were sent, with `after <= eventTime < before`; the latest
     first unless `sortDirection=asc`."""
     direction = _choice(sort_direction, ("ASC", "DESC"), "sortDirection")
-    events, total = stored.list_events(
-        service.store,
+    events, total = MarquezCatalog(service).events(
         after=after,
         before=before,
         descending=direction == "DESC",
@@ -332,71 +318,21 @@ def list_lineage_events(
     return {"events": events, "totalCount": total}
 
 
-# ---------------------------------------------------------------- the store under Marquez's names
-
-
-@dataclass(frozen=True, slots=True)
-class _DatasetVersion:
-    version: str
-    created_at: datetime
-    run: RunRecord | None  # the run that wrote it; None: the dataset as it stands, no run known
-
-
-class _Names:
-    """The store's datasets and jobs under their Marquez names: read once per graph version (the
-    store's nodes, ~3 s on a million-edge store) and shared by the requests until it changes, or
-    for `_NAMES_FOR` seconds at most, since tags and owners change without a new graph version."""
-
-    def __init__(self, store: LineageStore) -> None:
-        self.assets = {record.urn: record for record in stored.nodes_of_type(store, "asset")}
-        self.processes = {record.urn: record for record in stored.nodes_of_type(store, "process")}
-        self.dataset_names = {urn: dataset_of(urn) for urn in self.assets}
-        self.job_names = {urn: _job_name(urn) for urn in self.processes}
-
-    @cached_property
-    def dataset_namespaces(self) -> dict[str, list[NodeRecord]]:
-        found: dict[str, list[NodeRecord]] = {}
-        for urn, named in self.dataset_names.items():
-            found.setdefault(named.namespace, []).append(self.assets[urn])
-        return found
-
-    @cached_property
-    def namespaces(self) -> dict[str, list[NodeRecord]]:
-        found = {ns: list(records) for ns, records in self.dataset_namespaces.items()}
-        for urn, (ns, _) in self.job_names.items():
-            found.setdefault(ns, []).append(self.processes[urn])
-        return found
-
-
-_NAMES_FOR = 10.0
-_names_cache: tuple[GraphIndex, float, _Names] | None = None
-_names_lock = threading.Lock()
-
-
-def _names(service: Tracelake) -> _Names:
-    global _names_cache
-    index = service.index()  # its identity changes with the graph's version
-    with _names_lock:
-        now = time.monotonic()
-        if _names_cache is None or _names_cache[0] is not index or now - _names_cache[1] > _NAMES_FOR:
-            _names_cache = (index, now, _Names(service.store))
-        return _names_cache[2]
+# ---------------------------------------------------------------- Marquez's bodies
 
 
 class _Catalog:
-    """The store's datasets and jobs under their Marquez names (`_Names`), with what one request
-    reads more than once kept."""
+    """Marquez's bodies of the store's datasets, jobs and runs, from what `MarquezCatalog` reads."""
 
     def __init__(self, service: Tracelake) -> None:
         self.service = service
-        self.store = service.store
-        names = _names(service)
+        self.reads = MarquezCatalog(service)
+        names = self.reads.names
         self.assets, self.processes = names.assets, names.processes
         self.dataset_names, self.job_names = names.dataset_names, names.job_names
         self.dataset_namespaces, self.namespaces = names.dataset_namespaces, names.namespaces
-        self._runs: dict[str, list[RunRecord]] = {}
-        self._versions: dict[str, list[ProcessVersion]] = {}
-        self._dataset_versions: dict[str, list[_DatasetVersion]] = {}
+        self.runs_of, self.versions_of = self.reads.runs_of, self.reads.versions_of
+        self.dataset_versions = self.reads.dataset_versions
 
     # -- names
 
@@ -411,10 +347,7 @@ class _Catalog:
         except ValueError:
             urn = ""
         if urn not in self.assets:
-            # a spelling the naming rules do not map back exactly: the dataset listed under it
-            urn = next(
-                (u for u, named in self.dataset_names.items() if named == DatasetName(namespace, name)), ""
-            )
+            urn = self.reads.names.dataset_named(namespace, name) or ""
         if urn not in self.assets:
             raise _not_found("dataset", name)
         return urn
@@ -427,12 +360,10 @@ class _Catalog:
         return urn
 
     def require_run(self, run_id: str) -> RunRecord:
-        with contextlib.suppress(ValueError):
-            run_id = str(uuid.UUID(run_id))  # the runs table's form of a UUID
-        found = stored.runs(self.store, run_id=run_id)
-        if not found:
+        found = self.reads.run(run_id)
+        if found is None:
             raise _not_found("run", run_id)
-        return found[0]
+        return found
 
     def _dataset_id(self, urn: str) -> dict[str, str]:
         named = self.dataset_names.get(urn) or dataset_of(urn)
@@ -467,7 +398,7 @@ class _Catalog:
 
     def dataset(self, urn: str) -> dict[str, Any]:
         record, named = self.assets[urn], self.dataset_names[urn]
-        facets = stored.dataset_facets(self.store, urn, named.name)
+        facets = self.reads.dataset_facets(urn, named.name)
         versions = self.dataset_versions(urn)
         modified = [v.created_at for v in versions if v.run is not None and _state(v.run) == "COMPLETED"]
         lifecycle = facets.get("lifecycleStateChange")
@@ -497,10 +428,7 @@ class _Catalog:
 
     def fields(self, urn: str, facets: dict[str, Any]) -> list[dict[str, Any]]:
         """The dataset's fields in the order its schema facet lists them, else as declared."""
-        try:
-            records = self.service.show(urn).fields  # in their declared order
-        except UnknownNodeError:  # the index lags the newest writes on a large store
-            records = self.store.fields_of(urn)
+        records = self.reads.fields(urn)
         schema = facets.get("schema")
         listed = schema.get("fields") if isinstance(schema, dict) else None
         names = [f.get("name") for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
@@ -522,27 +450,7 @@ class _Catalog:
             for record in records
         ]
 
-    def dataset_versions(self, urn: str) -> list[_DatasetVersion]:
-        """Each run that wrote the dataset (a run of a process whose version in force at the run's
-        time has an edge into it), the latest first; or the dataset itself if no run did."""
-        if urn in self._dataset_versions:
-            return self._dataset_versions[urn]
-        spans: dict[str, list[tuple[datetime, datetime | None]]] = {}
-        for process, start, end in stored.writers_of(self.store, urn):
-            spans.setdefault(process, []).append((start, end))
-        versions = []
-        for process, held in spans.items():
-            for run in self.runs_of(process):
-                moment = run.moment
-                if moment is not None and any(s <= moment and (e is None or moment < e) for s, e in held):
-                    versions.append(_DatasetVersion(_version_id("dataset", urn, run.run_id), moment, run))
-        versions.sort(key=lambda v: (v.created_at, v.version), reverse=True)
-        if not versions and urn in self.assets:
-            versions = [_DatasetVersion(_version_id("dataset", urn), self.assets[urn].first_seen, None)]
-        self._dataset_versions[urn] = versions
-        return versions
-
-    def dataset_version(self, urn: str, version: _DatasetVersion) -> dict[str, Any]:
+    def dataset_version(self, urn: str, version: DatasetVersion) -> dict[str, Any]:
         body = self.dataset(urn)
         return _present(
             {
@@ -561,30 +469,18 @@ class _Catalog:
                 "lifecycleState": body.get("lastLifecycleState"),
                 "createdByRun": self.run(version.run) if version.run is not None else None,
                 # what the run's events said of the dataset; the latest event's for the dataset itself
-                "facets": stored.dataset_facets(
-                    self.store, urn, body["name"], run_id=version.run.run_id if version.run else None
+                "facets": self.reads.dataset_facets(
+                    urn, body["name"], run_id=version.run.run_id if version.run else None
                 ),
             }
         )
 
     # -- jobs and runs
 
-    def runs_of(self, process: str) -> list[RunRecord]:
-        if process not in self._runs:
-            self._runs[process] = stored.runs(self.store, process=process)
-        return self._runs[process]
-
-    def versions_of(self, process: str) -> list[ProcessVersion]:
-        if process not in self._versions:
-            self._versions[process] = stored.process_versions(self.store, process)
-        return self._versions[process]
-
     def job(self, urn: str) -> dict[str, Any]:
         record, (namespace, name) = self.processes[urn], self.job_names[urn]
-        flows = [
-            e for e in self.store.edges(process=urn) if e.source in self.assets and e.target in self.assets
-        ]
-        facets = stored.job_facets(self.store, namespace, name)  # none but OpenLineage jobs have any
+        flows = [e for e in self.reads.edges_of(urn) if e.source in self.assets and e.target in self.assets]
+        facets = self.reads.job_facets(namespace, name)  # none but OpenLineage jobs have any
         # what its events named, though no edge joins them (a job that only writes…)
         reads, writes = (set(d) & self.assets.keys() for d in named_datasets(record.properties))
         current = next((v for v in self.versions_of(urn) if v.valid_to is None), None)
@@ -606,7 +502,7 @@ class _Catalog:
                 "latestRun": self.run(runs[0]) if runs else None,
                 "latestRuns": [self.run(run) for run in runs[:_LATEST_RUNS]],
                 "facets": facets,
-                "currentVersion": _job_version_id(current) if current is not None else None,
+                "currentVersion": job_version_id(current) if current is not None else None,
                 "tags": list(record.labels),
                 "tracelake": _present({"urn": urn, "kind": record.kind, "owner": record.owner}),
             }
@@ -615,7 +511,7 @@ class _Catalog:
     def job_version(self, version: ProcessVersion) -> dict[str, Any]:
         namespace, name = self.job_names[version.process]
         runs = [r for r in self.runs_of(version.process) if r.moment is not None and version.holds(r.moment)]
-        ident = _job_version_id(version)
+        ident = job_version_id(version)
         return _present(
             {
                 "id": {"namespace": namespace, "name": name, "version": ident},
@@ -630,10 +526,10 @@ class _Catalog:
         )
 
     def run(self, run: RunRecord) -> dict[str, Any]:
-        namespace, name = self.job_names.get(run.process) or _job_name(run.process)
+        namespace, name = self.job_names.get(run.process) or job_name(run.process)
         moment = run.moment
         version = next((v for v in self.versions_of(run.process) if moment and v.holds(moment)), None)
-        facets = stored.run_facets(self.store, run.run_id)
+        facets = self.reads.run_facets(run.run_id)
         found = facets.get("nominalTime")
         nominal: dict[str, Any] = found if isinstance(found, dict) else {}
         started, ended = run.started_at, run.ended_at
@@ -651,7 +547,7 @@ class _Catalog:
             "facets": facets,
         }
         if version is not None:
-            body["jobVersion"] = {"namespace": namespace, "name": name, "version": _job_version_id(version)}
+            body["jobVersion"] = {"namespace": namespace, "name": name, "version": job_version_id(version)}
             body["inputDatasetVersions"] = [
                 self._io_version(urn, moment) for urn in sorted({s for s, _ in version.flows})
             ]
@@ -664,12 +560,12 @@ class _Catalog:
         """The version of a dataset a run read (the latest made by its time) or wrote (its own)."""
         versions = self.dataset_versions(urn)
         if run is not None:
-            version = _version_id("dataset", urn, run.run_id)
+            version = version_id("dataset", urn, run.run_id)
         elif versions:
             made = [v for v in versions if moment is None or v.created_at <= moment]
             version = (made or versions)[0].version
         else:
-            version = _version_id("dataset", urn)
+            version = version_id("dataset", urn)
         return {"datasetVersionId": {**self._dataset_id(urn), "version": version}, "facets": {}}
 
 
@@ -704,14 +600,6 @@ def _state(run: RunRecord) -> str:
         return _STATES[status]
     # no lifecycle news (a run seen in a query log): ended is done; otherwise nothing is known yet
     return "COMPLETED" if run.ended_at is not None else "NEW"
-
-
-def _version_id(kind: str, *parts: str) -> str:
-    return str(uuid.uuid5(_VERSIONS, "\x1f".join((kind, *parts))))
-
-
-def _job_version_id(version: ProcessVersion) -> str:
-    return _version_id("job", version.process, str(int(version.valid_from.timestamp() * 1_000_000)))
 
 
 def _choice(value: str, allowed: Sequence[str], parameter: str) -> str:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from tracelake.app.views import EdgeView, GraphView, ImpactView, NodeView
 from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
+from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
 from tracelake.collect.openlineage_log import batches_from_log, log_lines
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
@@ -47,6 +49,8 @@ from tracelake.store.writer_process import writer_for
 EVENTS_A_TRANSACTION = 500
 # How many of an asset's reads `show` lists, newest first (the counts cover them all)
 READERS_SHOWN = 20
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -167,6 +171,8 @@ class Tracelake:
         self._indexes = IndexCache(self.store)
         self._writer: Writer | None = None
         self._writer_lock = threading.Lock()
+        self._derived: dict[str, tuple[GraphIndex, float, Any]] = {}
+        self._derived_lock = threading.Lock()
 
     @classmethod
     def open(cls, db: str | None = None, *, recovered: Callable[[str], None] | None = None) -> Tracelake:
@@ -193,6 +199,25 @@ class Tracelake:
                 self._writer = writer_for(self.store)
             writer = self._writer
         return writer.submit(batches)
+
+    def submit_openlineage(self, document: Any) -> Future[None]:
+        """Queue one OpenLineage event, or an array of them (all or nothing), as `submit` does. One
+        that cannot be read is recorded as a problem of the store (where and why, not its values),
+        and the future fails with its `EventError` once that is committed."""
+        try:
+            batch = events_to_batch(document) if isinstance(document, list) else event_to_batch(document)
+        except EventError as error:
+            unreadable = error  # `error` is unbound once the except clause ends
+        else:
+            return self.submit([batch])
+        refused: Future[None] = Future()
+
+        def settle(recorded: Future[None]) -> None:
+            refused.set_exception(recorded.exception() or unreadable)
+
+        problem = Problem("openlineage", unreadable.reason, unreadable.path)
+        self.submit([LineageBatch(problems=[problem])]).add_done_callback(settle)
+        return refused
 
     @property
     def writer_stats(self) -> WriterStats:
@@ -292,6 +317,19 @@ class Tracelake:
 
     def index(self) -> GraphIndex:
         return self._indexes.get()
+
+    def per_graph_version(self, key: str, build: Callable[[], T], *, max_age: float | None = None) -> T:
+        """`build()`'s value, made once per version of the graph (and at most `max_age` seconds
+        old) and shared by every caller: what an interface derives from the whole store is not read
+        again for each request. Concurrent callers wait for one build."""
+        index = self.index()
+        with self._derived_lock:
+            held = self._derived.get(key)
+            now = time.monotonic()
+            if held is None or held[0] is not index or (max_age is not None and now - held[1] > max_age):
+                held = self._derived[key] = (index, now, build())
+            value: T = held[2]
+            return value
 
     def resolve(self, names: Sequence[str], index: GraphIndex | None = None) -> list[str]:
         """Canonical URNs for what a user typed: a URN, `db.tbl`, `tbl#col`…

@@ -59,6 +59,7 @@ from tracelake.model import (
     Confidence,
     Field,
     FlowEdge,
+    InputError,
     Lifecycle,
     LineageBatch,
     Problem,
@@ -91,7 +92,7 @@ _MISSING: Any = object()
 _Kinds = list[tuple[Transformation | None, str | None]]
 
 
-class EventError(ValueError):
+class EventError(InputError):
     """A malformed OpenLineage event: where (a JSON path such as `$.run.runId`) and why."""
 
     def __init__(self, path: str, reason: str) -> None:
