@@ -62,7 +62,7 @@ from tracelake.graph import discovery
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.propagate import CARRYING, Propagation, PropagationRules, propagate
 from tracelake.model import Confidence, Signal, Transformation
-from tracelake.store.sqlstore import NODE_TYPES, OPEN_END, TRANSFORMATION_CODES, GraphSnapshot
+from tracelake.store.records import NODE_TYPES, OPEN_END, TRANSFORMATION_CODES, GraphSnapshot
 
 try:
     import networkx as nx

@@ -589,8 +589,7 @@ def create_session(lake: Lake, *, master: str = "local[*]") -> SparkSession:
 
 def open_store(db_url: str | None) -> Any:
     """The Tracelake store at `db_url`: a URL or a SQLite file, TRACELAKE_DB when not given."""
-    from tracelake.store import LineageStore
-    from tracelake.store.sqlstore import default_url
+    from tracelake.store import LineageStore, default_url
 
     url = db_url or default_url()
     if "://" not in url:

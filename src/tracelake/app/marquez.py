@@ -27,8 +27,8 @@ from tracelake.model.names import JOB_KIND, DatasetName, dataset_of, job_of, job
 from tracelake.store import events as stored
 from tracelake.store.events import ProcessVersion as ProcessVersion
 from tracelake.store.events import RunRecord as RunRecord
-from tracelake.store.sqlstore import EdgeRecord as EdgeRecord
-from tracelake.store.sqlstore import NodeRecord as NodeRecord
+from tracelake.store.records import EdgeRecord as EdgeRecord
+from tracelake.store.records import NodeRecord as NodeRecord
 
 if TYPE_CHECKING:
     from tracelake.app.service import Tracelake

@@ -42,7 +42,7 @@ from tracelake.spark import recover as recover_spark_runs
 from tracelake.store import LineageStore
 from tracelake.store.group_commit import Writer, WriterStats
 from tracelake.store.reads import NO_READS, ReadCounts
-from tracelake.store.sqlstore import EdgeRecord, IngestReport, NodeRecord
+from tracelake.store.records import EdgeRecord, IngestReport, NodeRecord
 from tracelake.store.writer_process import writer_for
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit

@@ -26,8 +26,8 @@ import numpy as np
 
 from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError, UrnError
 from tracelake.model.names import resolve_node
+from tracelake.store.records import NODE_TYPES, OPEN_END, GraphSnapshot
 from tracelake.store.schema import from_micros, to_micros
-from tracelake.store.sqlstore import NODE_TYPES, OPEN_END, GraphSnapshot
 
 if TYPE_CHECKING:
     from tracelake.store.sqlstore import LineageStore

@@ -41,8 +41,8 @@ import numpy as np
 
 from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, EdgeRef, GraphIndex
 from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError
+from tracelake.store.records import OPEN_END
 from tracelake.store.schema import to_micros
-from tracelake.store.sqlstore import OPEN_END
 
 Direction = Literal["upstream", "downstream", "both"]
 DIRECTIONS: tuple[Direction, ...] = ("upstream", "downstream", "both")

@@ -23,8 +23,9 @@ import sqlalchemy as sa
 
 from tracelake.model.names import asset_urn
 from tracelake.store import schema as s
+from tracelake.store.records import NodeRecord, node_record
 from tracelake.store.schema import from_micros, to_micros
-from tracelake.store.sqlstore import LineageStore, NodeRecord, _node_record
+from tracelake.store.sqlstore import LineageStore
 
 # How many candidate events a dataset's facets are looked for in at a time, newest first, and
 # how many of the events naming it are read at most: a bound on a request's work.
@@ -288,4 +289,4 @@ def nodes_of_type(store: LineageStore, node_type: str) -> list[NodeRecord]:
     """Every node of one type (asset, field, process), in the order they were first stored."""
     query = sa.select(s.nodes).where(s.nodes.c.node_type == node_type).order_by(s.nodes.c.id)
     with store.engine.connect() as conn:
-        return [_node_record(row) for row in conn.execute(query)]
+        return [node_record(row) for row in conn.execute(query)]

@@ -3,16 +3,30 @@ connects, so a wrong `--db` is one line saying what is wrong rather than a drive
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import sqlalchemy as sa
 
 from tracelake.model import InputError
 
 BACKENDS = ("sqlite", "postgresql")
 SQLITE_HEADER = b"SQLite format 3\x00"
+DEFAULT_DB_PATH = Path(".tracelake") / "lineage.db"
 
 
 class StoreError(InputError):
     """The store named cannot be used; the message says which and why (passwords left out)."""
+
+
+def default_url() -> str:
+    """`TRACELAKE_DB` (a SQLAlchemy URL or a file path), else `.tracelake/lineage.db`."""
+    return as_url(os.environ.get("TRACELAKE_DB", "").strip() or str(DEFAULT_DB_PATH))
+
+
+def as_url(text: str) -> str:
+    """A store given as a SQLAlchemy URL or as the path of a SQLite file, as a URL."""
+    return text if "://" in text else f"sqlite:///{text}"
 
 
 def store_url(url: str) -> sa.URL:
