@@ -27,7 +27,7 @@ from tracelake.temporal.entities import (
     check,
 )
 from tracelake.temporal.periods import Calendar, Period, parse_moment
-from tracelake.temporal.ranges import FOREVER, Edge, affected, needed
+from tracelake.temporal.ranges import FOREVER, DependencyEdge, affected, needed
 from tracelake.temporal.spans import Span, Spans, covers, normalize, overlaps
 
 PARIS = "Europe/Paris"
@@ -55,8 +55,8 @@ def entity(
     )
 
 
-def edge(downstream: Entity, upstream: Entity, dates: str, timezones: TzRule | None = None) -> Edge:
-    return Edge(
+def edge(downstream: Entity, upstream: Entity, dates: str, timezones: TzRule | None = None) -> DependencyEdge:
+    return DependencyEdge(
         downstream,
         "completed",
         upstream,
@@ -75,7 +75,7 @@ DAILY_SNAPSHOT = entity("daily_snapshot", Period.DAILY, kind=Kind.SNAPSHOT)
 MONTHLY_SNAPSHOT = entity("monthly_snapshot", Period.MONTHLY, kind=Kind.SNAPSHOT)
 REFERENTIAL = entity("referential", None, kind=Kind.STATIC)
 
-EDGES: dict[str, Edge] = {
+EDGES: dict[str, DependencyEdge] = {
     # same
     "daily same hourly": edge(DAILY, HOURLY, "same"),
     "hourly same daily": edge(entity("h", Period.HOURLY), DAILY, "same"),
@@ -192,7 +192,7 @@ TAINT_STARTS = {
 LENGTHS = (1, 2, 5)  # tainted instances per span
 
 
-def tainted_spans(edge: Edge, window: str) -> Iterator[Spans]:
+def tainted_spans(edge: DependencyEdge, window: str) -> Iterator[Spans]:
     upstream = edge.upstream
     tz = upstream.tz
     starts = [parse_moment(text, tz) for text in TAINT_STARTS[window]]
@@ -211,17 +211,17 @@ def tainted_spans(edge: Edge, window: str) -> Iterator[Spans]:
         yield normalize([(a, calendar.shift(a, 1)), (b, calendar.shift(b, 1))])
 
 
-def downstream_instances(edge: Edge, window: str) -> list[Span]:
+def downstream_instances(edge: DependencyEdge, window: str) -> list[Span]:
     own: Calendar = edge.downstream.calendar
     lo, hi = (parse_moment(text, edge.downstream.tz) for text in WINDOWS[window])
     return [(start, own.end(start)) for start in own.starts(lo, hi)]
 
 
-def label(edge: Edge, moment: int) -> str:
+def label(edge: DependencyEdge, moment: int) -> str:
     return datetime.fromtimestamp(moment, ZoneInfo(edge.downstream.timezone)).isoformat()
 
 
-def check_duality(name: str, edge: Edge, window: str) -> None:
+def check_duality(name: str, edge: DependencyEdge, window: str) -> None:
     instances = downstream_instances(edge, window)
     reads = [needed(edge, start) for start, _ in instances]
     own = edge.downstream.calendar

@@ -26,8 +26,8 @@ from tracelake.api.deps import READ, WRITE, RequestError, get_service
 from tracelake.api.json_bodies import json_body
 from tracelake.app.marquez import JobDatasets, MarquezCatalog, dataset_type, job_name, process_of_job
 from tracelake.app.service import Tracelake, TraversalFilters
-from tracelake.app.views import EdgeView, NodeView
-from tracelake.model import UnknownNodeError
+from tracelake.app.views import NodeView
+from tracelake.model import EdgeVersion, UnknownNodeError
 from tracelake.model.names import asset_urn, dataset_of, field_urn
 
 router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
@@ -176,7 +176,7 @@ def _field_id(urn: str) -> str:
 
 
 def _dataset_job_graph(
-    nodes: list[NodeView], edges: list[EdgeView], catalog: MarquezCatalog
+    nodes: list[NodeView], edges: list[EdgeVersion], catalog: MarquezCatalog
 ) -> list[dict[str, Any]]:
     jobs: JobDatasets = catalog.jobs()
     datasets = {n.id: n for n in nodes if n.kind == "asset"}
@@ -246,10 +246,10 @@ def _job_node(job: str, inputs: list[str], outputs: list[str], processing: str) 
     }
 
 
-def _field_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dict[str, Any]]:
+def _field_graph(nodes: list[NodeView], edges: list[EdgeVersion]) -> list[dict[str, Any]]:
     fields = {n.id: n for n in nodes if n.kind == "field"}
     # an input field reaches its output once, whatever number of transformations it went through
-    into: dict[str, dict[str, list[EdgeView]]] = defaultdict(lambda: defaultdict(list))
+    into: dict[str, dict[str, list[EdgeVersion]]] = defaultdict(lambda: defaultdict(list))
     out_of: dict[str, dict[str, None]] = defaultdict(dict)
     for edge in edges:
         if edge.source in fields and edge.target in fields:
@@ -282,7 +282,7 @@ def _field_graph(nodes: list[NodeView], edges: list[EdgeView]) -> list[dict[str,
     return graph
 
 
-def _input_field(source: str, ways: list[EdgeView]) -> dict[str, Any]:
+def _input_field(source: str, ways: list[EdgeVersion]) -> dict[str, Any]:
     """One input field of an output field, with every way it feeds it (Marquez's `transformations`)."""
     asset, _, path = source.partition("#")
     namespace, name = dataset_of(asset)

@@ -18,19 +18,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from tracelake.app.views import EdgeView, GraphView, ImpactView, NodeView
+from tracelake.app.views import GraphView, ImpactView, NodeView
 from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
 from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
 from tracelake.collect.openlineage_log import batches_from_log, log_lines
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
-from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache
+from tracelake.graph.index import GraphIndex, IndexCache
 from tracelake.graph.traverse import Direction
 from tracelake.graph.traverse import TraversalFilters as TraversalFilters  # the app's vocabulary
 from tracelake.model import (
     AssetChange,
     AssetRead,
+    EdgeVersion,
     LineageBatch,
     Problem,
     UnknownNodeError,
@@ -42,7 +43,7 @@ from tracelake.spark import recover as recover_spark_runs
 from tracelake.store import LineageStore
 from tracelake.store.group_commit import Writer, WriterStats
 from tracelake.store.reads import NO_READS, ReadCounts
-from tracelake.store.records import EdgeRecord, IngestReport, NodeRecord
+from tracelake.store.records import IngestReport, NodeRecord
 from tracelake.store.writer_process import writer_for
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
@@ -76,8 +77,8 @@ class EventsIngestSummary:
 class NodeDetails:
     node: NodeRecord
     fields: list[NodeRecord]
-    inputs: list[EdgeView]
-    outputs: list[EdgeView]
+    inputs: list[EdgeVersion]
+    outputs: list[EdgeVersion]
     changes: list[AssetChange] = field(default_factory=list)  # its lifecycle, oldest first
     readers: list[AssetRead] = field(default_factory=list)  # its latest reads, newest first
     reads: ReadCounts = NO_READS  # all its reads, counted
@@ -155,8 +156,8 @@ def _change_json(change: AssetChange) -> dict[str, Any]:
 class DiffView:
     since: datetime
     until: datetime
-    added: list[EdgeView] = field(default_factory=list)
-    removed: list[EdgeView] = field(default_factory=list)
+    added: list[EdgeVersion] = field(default_factory=list)
+    removed: list[EdgeVersion] = field(default_factory=list)
 
 
 class Tracelake:
@@ -381,7 +382,7 @@ class Tracelake:
         records = self.store.nodes(distances)
         nodes = [_node_view(urn, records.get(urn), index, distance) for urn, distance in distances.items()]
         nodes.sort(key=lambda n: (n.distance or 0, n.id))
-        edges = sorted((_edge_view(index.edge(p)) for p in result.edge_positions()), key=_edge_order)
+        edges = sorted((index.edge(p) for p in result.edge_positions()), key=_edge_order)
         return GraphView(nodes=nodes, edges=edges)
 
     def impact(self, names: Sequence[str], filters: TraversalFilters | None = None) -> list[ImpactView]:
@@ -408,12 +409,12 @@ class Tracelake:
 
     def paths(
         self, source: str, target: str, *, max_depth: int = 10, filters: TraversalFilters | None = None
-    ) -> list[list[EdgeView]]:
+    ) -> list[list[EdgeVersion]]:
         filters = filters or TraversalFilters()
         index = self.index()
         start, end = self.resolve([source, target], index)
         found = traverse.paths(index, start, end, _unset_when_empty(filters), max_depth=max_depth)
-        return [[_edge_view(index.edge(p)) for p in path] for path in found]
+        return [[index.edge(p) for p in path] for path in found]
 
     def show(self, name: str, *, as_of: datetime | None = None) -> NodeDetails:
         """One node with its fields and the edges that enter and leave it now (or at `as_of`); an
@@ -422,7 +423,7 @@ class Tracelake:
         node = self.store.node(urn)
         if node is None:  # the index knew it but the store no longer does: a race with a reset
             raise UnknownNodeError(name)
-        edges = [_edge_view(e) for e in self.store.edges(touching=urn, as_of=as_of)]
+        edges = [e.version() for e in self.store.edges(touching=urn, as_of=as_of)]
         details = NodeDetails(
             node=node,
             fields=self.store.fields_of(urn, self._declared(urn, as_of)) if node.node_type == "asset" else [],
@@ -456,8 +457,8 @@ class Tracelake:
         return DiffView(
             since=since,
             until=until,
-            added=sorted((_edge_view(e) for e in changes.added), key=_edge_order),
-            removed=sorted((_edge_view(e) for e in changes.removed), key=_edge_order),
+            added=sorted((e.version() for e in changes.added), key=_edge_order),
+            removed=sorted((e.version() for e in changes.removed), key=_edge_order),
         )
 
     def problems(self, limit: int = 100) -> list[Problem]:
@@ -498,19 +499,5 @@ def _node_view(urn: str, record: NodeRecord | None, index: GraphIndex, distance:
     )
 
 
-def _edge_view(edge: EdgeRef | EdgeRecord) -> EdgeView:
-    """The index's and the store's edge records name the same attributes; either renders."""
-    return EdgeView(
-        source=edge.source,
-        target=edge.target,
-        process=edge.process,
-        signal=str(edge.signal),
-        confidence=str(edge.confidence),
-        transformation=str(edge.transformation) if edge.transformation else None,
-        valid_from=edge.valid_from,
-        valid_to=edge.valid_to,
-    )
-
-
-def _edge_order(edge: EdgeView) -> tuple[str, str, str, str]:
+def _edge_order(edge: EdgeVersion) -> tuple[str, str, str, str]:
     return (edge.source, edge.target, edge.transformation or "", edge.signal)

@@ -8,8 +8,9 @@ contract other tools script against, so fields are only ever added, never rename
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
+
+from tracelake.model import EdgeVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,42 +37,10 @@ class NodeView:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeView:
-    source: str
-    target: str
-    process: str
-    signal: str
-    confidence: str
-    transformation: str | None
-    valid_from: datetime
-    valid_to: datetime | None
-
-    @property
-    def direct(self) -> bool | None:
-        """None for an asset edge; True when the value flows, False when it only influences."""
-        if self.transformation is None:
-            return None
-        return self.transformation in ("IDENTITY", "TRANSFORMATION", "AGGREGATION")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "target": self.target,
-            "process": self.process,
-            "signal": self.signal,
-            "confidence": self.confidence,
-            "transformation": self.transformation,
-            "direct": self.direct,
-            "valid_from": self.valid_from.isoformat(),
-            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
-        }
-
-
 @dataclass(slots=True)
 class GraphView:
     nodes: list[NodeView] = field(default_factory=list)
-    edges: list[EdgeView] = field(default_factory=list)
+    edges: list[EdgeVersion] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": [n.to_json() for n in self.nodes], "edges": [e.to_json() for e in self.edges]}

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tracelake.app.service import DiffView, TraversalFilters
-from tracelake.app.views import EdgeView, GraphView
+from tracelake.app.views import GraphView
 from tracelake.cli import render
 from tracelake.cli.common import (
     DbOption,
@@ -29,7 +29,7 @@ from tracelake.cli.common import (
     parse_time,
     print_line,
 )
-from tracelake.model import AssetChange, AssetRead, Confidence, Signal
+from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Signal
 from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
@@ -364,7 +364,7 @@ def short(urn: str) -> str:
     return urn.removeprefix(f"{DEFAULT_SYSTEM}.table/")
 
 
-def edge_table(edges: list[EdgeView], *, title: str, with_process: bool = False) -> Table:
+def edge_table(edges: list[EdgeVersion], *, title: str, with_process: bool = False) -> Table:
     table = Table(title=title)
     columns = ("source", "target", "transformation", "confidence", "signal")
     for column in (*columns, "process") if with_process else columns:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tracelake.app.views import EdgeView, GraphView, NodeView
+from tracelake.app.views import GraphView, NodeView
+from tracelake.model import EdgeVersion
 
 
 def to_json(view: GraphView) -> str:
@@ -31,7 +32,7 @@ def _grouped(nodes: list[NodeView]) -> dict[str, list[NodeView]]:
     return groups
 
 
-def _edge_note(edge: EdgeView) -> str:
+def _edge_note(edge: EdgeVersion) -> str:
     note = edge.transformation or ""
     if edge.confidence != "HIGH":
         note = f"{note} ({edge.confidence})".strip()

@@ -1,10 +1,9 @@
 """Analyses over the lineage graph: pure functions over an in-memory graph index."""
 
-from tracelake.graph.index import EdgeRef, GraphIndex, IndexCache, refresh
+from tracelake.graph.index import GraphIndex, IndexCache, refresh
 from tracelake.graph.traverse import ImpactedAsset, LineageResult, impact, lineage, paths
 
 __all__ = [
-    "EdgeRef",
     "GraphIndex",
     "ImpactedAsset",
     "IndexCache",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError, UrnError
+from tracelake.model import Confidence, EdgeVersion, Signal, Transformation, UnknownNodeError, UrnError
 from tracelake.model.names import resolve_node
 from tracelake.store.records import NODE_TYPES, OPEN_END, GraphSnapshot
 from tracelake.store.schema import from_micros, to_micros
@@ -36,22 +36,6 @@ ASSET, FIELD, PROCESS = (NODE_TYPES.index(name) for name in ("asset", "field", "
 SIGNALS: tuple[Signal, ...] = tuple(Signal)
 TRANSFORMATIONS: tuple[Transformation, ...] = tuple(Transformation)
 CONFIDENCE_BY_RANK: dict[int, Confidence] = {c.rank: c for c in Confidence}
-
-
-@dataclass(frozen=True, slots=True)
-class EdgeRef:
-    """One edge version as the index knows it, with URNs resolved: enough to draw it."""
-
-    position: int
-    id: int
-    source: str
-    target: str
-    process: str
-    signal: Signal
-    confidence: Confidence
-    transformation: Transformation | None
-    valid_from: datetime
-    valid_to: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +209,10 @@ class GraphIndex:
         pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
         return pairs[pairs[:, 0] != pairs[:, 1]]
 
-    def edge(self, position: int) -> EdgeRef:
+    def edge(self, position: int) -> EdgeVersion:
         transformation = int(self.edge_transformation[position])
         valid_to = int(self.edge_valid_to[position])
-        return EdgeRef(
-            position=int(position),
-            id=int(self.edge_ids[position]),
+        return EdgeVersion(
             source=self.urns[int(self.edge_source[position])],
             target=self.urns[int(self.edge_target[position])],
             process=self.urns[int(self.edge_process[position])],

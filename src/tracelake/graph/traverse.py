@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, EdgeRef, GraphIndex
+from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, GraphIndex
 from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError
 from tracelake.store.records import OPEN_END
 from tracelake.store.schema import to_micros
@@ -317,7 +317,7 @@ class LineageResult:
     order; `sides[i]` says on which side of the starts it was found (UPSTREAM | DOWNSTREAM
     bits, 0 for a start). `edges` are edge positions in the index: every edge that passed the
     filters out of an expanded node, i.e. the whole lineage subgraph to draw, not only a
-    spanning tree. Store ids are `edge_ids`; `edge_refs()` resolves them for rendering.
+    spanning tree. Store ids are `edge_ids`; `index.edge(position)` resolves one for rendering.
     Arrays are for callers that post-process in bulk; the methods give plain Python values.
     """
 
@@ -355,9 +355,6 @@ class LineageResult:
     @property
     def edge_ids(self) -> np.ndarray:
         return self.index.edge_ids[self.edges]
-
-    def edge_refs(self) -> list[EdgeRef]:
-        return [self.index.edge(p) for p in self.edges.tolist()]
 
     def edge_pairs(self) -> set[tuple[str, str]]:
         """(source, target) URN pairs of the crossed edges, in the stored direction."""

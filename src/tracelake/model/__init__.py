@@ -245,6 +245,40 @@ class FlowEdge:
         return (self.source, self.target, self.process, self.signal, self.transformation or "")
 
 
+@dataclass(frozen=True, slots=True)
+class EdgeVersion:
+    """A `FlowEdge` as the graph holds it: in force from `valid_from` until `valid_to` (None: in
+    force now). The graph's index returns it, the store's edge rows wrap it (`EdgeRecord`), and
+    every interface renders it."""
+
+    source: str
+    target: str
+    process: str
+    signal: Signal
+    confidence: Confidence
+    transformation: Transformation | None
+    valid_from: datetime
+    valid_to: datetime | None
+
+    @property
+    def direct(self) -> bool | None:
+        """None for an asset edge; True when the value flows, False when it only influences."""
+        return None if self.transformation is None else self.transformation.is_direct
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "process": self.process,
+            "signal": str(self.signal),
+            "confidence": str(self.confidence),
+            "transformation": str(self.transformation) if self.transformation else None,
+            "direct": self.direct,
+            "valid_from": self.valid_from.isoformat(),
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+        }
+
+
 # The asset metadata key under which a collector declares a table's column order (DDL, a
 # CREATE … AS SELECT, a table write); the store keeps each declaration with its time.
 DECLARED_COLUMNS = "columns"

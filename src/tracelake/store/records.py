@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from tracelake.model import Signal, Transformation
+from tracelake.model import Confidence, EdgeVersion, Signal, Transformation
 from tracelake.store import schema as s
 from tracelake.store.schema import from_micros
 
@@ -57,6 +57,19 @@ class EdgeRecord:
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         return (self.source, self.target, self.process, self.signal, self.transformation or "")
+
+    def version(self) -> EdgeVersion:
+        """The edge as the graph and the interfaces hold it."""
+        return EdgeVersion(
+            self.source,
+            self.target,
+            self.process,
+            Signal(self.signal),
+            Confidence(self.confidence),
+            Transformation(self.transformation) if self.transformation else None,
+            self.valid_from,
+            self.valid_to,
+        )
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from tracelake.store.entity_status import EntityTables, InstanceStatus, StatusCh
 from tracelake.temporal.definitions import Definitions, entity_from_dict, load_definitions
 from tracelake.temporal.entities import Entity, Kind, RangeKind
 from tracelake.temporal.planner import EntityGraph, TaintPlan, UnknownEntityError, first_instance
-from tracelake.temporal.ranges import FOREVER, Edge, needed
+from tracelake.temporal.ranges import FOREVER, DependencyEdge, needed
 
 STATIC_START = 0  # the one instance of a static entity
 
@@ -178,7 +178,7 @@ def instance_bounds(entity: Entity, moment: int) -> tuple[int, int]:
     return start, calendar.end(start)
 
 
-def _needed_instances(edge: Edge, start: int, rows: StatusRows) -> list[tuple[int, int]]:
+def _needed_instances(edge: DependencyEdge, start: int, rows: StatusRows) -> list[tuple[int, int]]:
     """The upstream instances the downstream instance at `start` reads over `edge`; none before
     the upstream's declared start. Full history (`all`) is the instances on record."""
     upstream = edge.upstream

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from tracelake.temporal.entities import Entity, Kind, RangeKind, topological_order
 from tracelake.temporal.periods import parse_moment, utc_label
-from tracelake.temporal.ranges import Edge, affected
+from tracelake.temporal.ranges import DependencyEdge, affected
 from tracelake.temporal.spans import EMPTY, Spans, clip, intersect, normalize, overlaps, union
 
 Action = Literal["rebuild", "downgrade"]
@@ -86,14 +86,14 @@ class EntityGraph:
         self.entities = dict(entities)
         self.order = topological_order(self.entities)
         self.position = {name: index for index, name in enumerate(self.order)}
-        self.children: dict[str, list[Edge]] = {name: [] for name in self.entities}
-        self.parents: dict[str, list[Edge]] = {name: [] for name in self.entities}
-        self.self_edges: dict[str, list[Edge]] = {name: [] for name in self.entities}
+        self.children: dict[str, list[DependencyEdge]] = {name: [] for name in self.entities}
+        self.parents: dict[str, list[DependencyEdge]] = {name: [] for name in self.entities}
+        self.self_edges: dict[str, list[DependencyEdge]] = {name: [] for name in self.entities}
         self._first: dict[str, int | None] = {}  # first instances, parsed once
         for entity in self.entities.values():
             for state in entity.states:
                 for dep in state.depends_on:
-                    edge = Edge(entity, state.name, self.entities[dep.entity], dep)
+                    edge = DependencyEdge(entity, state.name, self.entities[dep.entity], dep)
                     self.parents[entity.name].append(edge)
                     if dep.entity == entity.name:
                         self.self_edges[entity.name].append(edge)
@@ -124,7 +124,7 @@ class EntityGraph:
             self._follow_self_edges(root, invalid[name], invalid, lo, hi)
         via: dict[str, list[tuple[str, Spans]]] = {}  # who tainted which spans of an entity
         paths: dict[str, tuple[str, ...]] = {name: (name,)}
-        pending: dict[str, list[Edge]] = {}
+        pending: dict[str, list[DependencyEdge]] = {}
         queue: list[int] = []
         static: list[str] = []
         self._release(name, union(*invalid[name].values()), pending, queue)
@@ -149,7 +149,9 @@ class EntityGraph:
         label = root.calendar.label if root.period else utc_label  # a static taint is a UTC window
         return TaintPlan(name, label(start), label(end), steps, tuple(static))
 
-    def _release(self, name: str, spans: Spans, pending: dict[str, list[Edge]], queue: list[int]) -> None:
+    def _release(
+        self, name: str, spans: Spans, pending: dict[str, list[DependencyEdge]], queue: list[int]
+    ) -> None:
         if not spans:
             return
         for edge in self.children[name]:
@@ -160,7 +162,7 @@ class EntityGraph:
             pending[child].append(edge)
 
     def _lost_states(
-        self, entity: Entity, edges: list[Edge], invalid: dict[str, dict[str, Spans]], until: int
+        self, entity: Entity, edges: list[DependencyEdge], invalid: dict[str, dict[str, Spans]], until: int
     ) -> tuple[dict[str, Spans], list[tuple[str, Spans]]]:
         lo, hi = self.horizon(entity, until)
         lost: dict[str, Spans] = dict.fromkeys(entity.state_names, EMPTY)
@@ -252,7 +254,7 @@ def first_instance(entity: Entity) -> int | None:
     return entity.calendar.floor(parse_moment(entity.start, entity.tz))
 
 
-def _broken(edge: Edge, invalid: dict[str, dict[str, Spans]]) -> Spans:
+def _broken(edge: DependencyEdge, invalid: dict[str, dict[str, Spans]]) -> Spans:
     """Upstream time where no instance holds any state the dependency accepts."""
     lost = invalid.get(edge.upstream.name)
     if not lost:

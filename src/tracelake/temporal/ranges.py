@@ -23,7 +23,7 @@ FOREVER = 2**62
 
 
 @dataclass(frozen=True)
-class Edge:
+class DependencyEdge:
     """One dependency of one state of `downstream`, with both entities, ready for time arithmetic."""
 
     downstream: Entity
@@ -51,7 +51,7 @@ class Edge:
         return rewall(moment, self.downstream.tz, self.upstream.tz)
 
 
-def within_calendar(edge: Edge, period: Period) -> Calendar:
+def within_calendar(edge: DependencyEdge, period: Period) -> Calendar:
     """The calendar day/week/month of `all_week`, `to_date` …, in the downstream's time zone."""
     week_start = edge.downstream.week_start
     if week_start is None:
@@ -59,14 +59,14 @@ def within_calendar(edge: Edge, period: Period) -> Calendar:
     return Calendar(period, edge.downstream.tz, week_start)
 
 
-def needed(edge: Edge, start: int) -> Span:
+def needed(edge: DependencyEdge, start: int) -> Span:
     """The upstream time [lo, hi) that the downstream instance starting at `start` reads, on the
     upstream's clock. For `latest` it is the one upstream instance that is latest by its end."""
     lo, hi = _needed_on_downstream_clock(edge, start)
     return edge.to_upstream_clock(lo), edge.to_upstream_clock(hi)
 
 
-def _needed_on_downstream_clock(edge: Edge, start: int) -> Span:
+def _needed_on_downstream_clock(edge: DependencyEdge, start: int) -> Span:
     dates = edge.dependency.range
     upstream = edge.upstream
     if edge.downstream.kind is Kind.STATIC:
@@ -98,7 +98,7 @@ def _needed_on_downstream_clock(edge: Edge, start: int) -> Span:
     return edge.to_downstream_clock(latest[0]), edge.to_downstream_clock(latest[1])
 
 
-def affected(edge: Edge, tainted: Spans) -> Spans:
+def affected(edge: DependencyEdge, tainted: Spans) -> Spans:
     """The downstream instances (as spans of their starts and ends) whose needed time overlaps
     `tainted` upstream time (upstream clock). Not clipped to any horizon: the caller does that."""
     if edge.downstream.kind is Kind.STATIC:
@@ -106,7 +106,7 @@ def affected(edge: Edge, tainted: Spans) -> Spans:
     return normalize(_affected_span(edge, span) for span in tainted)
 
 
-def _affected_span(edge: Edge, span: Span) -> Span:
+def _affected_span(edge: DependencyEdge, span: Span) -> Span:
     own = edge.downstream.calendar
     dates = edge.dependency.range
     kind = dates.kind
@@ -137,7 +137,7 @@ def _affected_span(edge: Edge, span: Span) -> Span:
     return own.floor(a), own.ceil(calendar.ceil(b))
 
 
-def _first_reading_after(edge: Edge, first: int, moment: int) -> int:
+def _first_reading_after(edge: DependencyEdge, first: int, moment: int) -> int:
     """The first downstream instance (from `first` on) whose `last N units` start at or after
     `moment`. Searched from an estimate: calendar arithmetic does not invert (a month back from
     Nov 30 is Oct 30, a month on from Oct 31 is Nov 30; a day across DST is 23 or 25 hours)."""
