@@ -19,9 +19,9 @@ import requests
 
 from tests.api.test_api import run_event
 from tracelake.api.app import ApiSettings, create_app
-from tracelake.api.json_bodies import MAX_NESTING
 from tracelake.api.server import serve_in_thread
 from tracelake.app.service import Tracelake
+from tracelake.model.json_values import MAX_NESTING
 from tracelake.store import LineageStore
 
 LIMIT = 1024 * 1024
@@ -146,7 +146,10 @@ def test_json_nested_too_deep_is_a_400_on_every_route_that_takes_json(
             method, url + route, data=body, headers={"Content-Type": "application/json"}, timeout=30
         )
         assert response.status_code == 400, (route, response.text[:200])
-        assert response.json() == {"error": f"the body nests deeper than {MAX_NESTING} levels", "path": path}
+        assert response.json() == {
+            "error": f"the document nests deeper than {MAX_NESTING} levels",
+            "path": path,
+        }
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,42 @@ def test_a_broken_line_is_that_lines_problem_and_the_rest_land(tmp_path: Path) -
     assert (str(log), "line 3 $.job.namespace") in recorded
 
 
+def test_an_event_the_store_could_not_hold_is_that_lines_problem_on_either_backend(
+    store: LineageStore, tmp_path: Path
+) -> None:
+    """Checked as the HTTP route checks a body: a NUL character (PostgreSQL refuses to store one,
+    and took the events sharing its transaction with it), a lone surrogate, a number that is not
+    finite. Each line is refused on its own; the others land."""
+    nul, surrogate = run_event("job.nul"), run_event("job.surrogate")
+    nul["run"]["facets"] = {"note": {"text": "a\x00b"}}
+    surrogate["job"]["facets"] = {"\udfff": {}}
+    lines = [
+        json.dumps(run_event("job.one")),
+        json.dumps(nul),
+        json.dumps(surrogate),  # json.dumps escapes it: `"\\udfff"`, as a producer would send it
+        json.dumps(run_event("job.nan")).replace('"producer"', '"nan": NaN, "producer"', 1),
+        json.dumps(run_event("job.two")),
+    ]
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+
+    code, out, err = cli("ingest", "openlineage", str(log), "--db", store.url)
+
+    assert code == 3
+    assert out.strip() == "5 events: 2 accepted, 3 refused; 4 edges"
+    problems = [line for line in err.splitlines() if line.startswith("problem:")]
+    assert problems == [
+        f"problem: {log}:line 2 $.run.facets.note.text: a string with a NUL character (\\u0000) cannot be "
+        "stored (PostgreSQL refuses it)",
+        f"problem: {log}:line 3 $.job.facets.\\udfff: a string with a lone surrogate escape "
+        "(\\ud800-\\udfff) is not Unicode text",
+        f"problem: {log}:line 4 $.nan: a number that is not finite (NaN, Infinity or past 1.8e308) "
+        "is not JSON",
+    ]
+    processes = {e.process for e in store.edges()}
+    assert processes == {"openlineage.job/airflow/job.one", "openlineage.job/airflow/job.two"}
+
+
 def test_an_array_from_standard_input(tmp_path: Path) -> None:
     events = [run_event("job.a"), run_event("job.b", eventTime="yesterday")]
     db = str(tmp_path / "lineage.db")

@@ -69,6 +69,7 @@ from tracelake.model import (
     Transformation,
     as_utc,
 )
+from tracelake.model.json_values import refusal
 from tracelake.model.names import asset_urn, field_urn, job_urn, openlineage_run_id
 
 __all__ = ["JOB_DATASETS", "PROCESSING_TYPE", "EventError", "event_to_batch", "events_to_batch"]
@@ -104,6 +105,7 @@ class EventError(InputError):
 def event_to_batch(event: Mapping[str, Any]) -> LineageBatch:
     """The lineage one RunEvent, DatasetEvent or JobEvent states; raises EventError if it cannot be
     read, and records a problem for each part it had to leave out."""
+    _refuse_unstorable(event)
     builder = _Builder()
     _read_event(_At(event), builder)
     builder.events.append(dict(event))
@@ -114,12 +116,23 @@ def events_to_batch(events: object) -> LineageBatch:
     """Many events as one batch, all or nothing: the first malformed one raises, its index in the path."""
     if not isinstance(events, Sequence) or isinstance(events, str | bytes):
         raise EventError("$", f"expected an array of events, got {_json_type(events)}")
+    _refuse_unstorable(events)
     builder = _Builder()
     root = _At(events)
     for index, event in enumerate(events):
         _read_event(_At(event, root, index), builder)
         builder.events.append(dict(event))
     return builder.batch()
+
+
+def _refuse_unstorable(document: object) -> None:
+    """An event the store could not hold, nor an answer carry (`json_values.refusal`: too deep, a
+    NUL character, a lone surrogate, a number that is not finite), is refused whole, wherever it
+    came from (a request's body, a line of a file)."""
+    refused = refusal(document)
+    if refused is not None:
+        reason, path = refused
+        raise EventError(path, reason)
 
 
 # -- reading JSON with its path -------------------------------------------------------------------
