@@ -78,6 +78,32 @@ def test_a_db_whose_driver_is_missing_says_so(tmp_path: Path) -> None:
     assert one_error_line(err).startswith("error: postgresql+nosuchdriver://u:***@localhost/db: ")
 
 
+def test_a_store_that_cannot_be_written_says_so_and_keeps_what_it_held(tmp_path: Path) -> None:
+    """SQLite opened read-only (a real one) stands for a store that refuses writes."""
+    database = tmp_path / "lineage.db"
+    with LineageStore(f"sqlite:///{database}") as store:
+        before = store.counts()
+    script = tmp_path / "q.sql"
+    script.write_text("INSERT INTO b SELECT x FROM a;\n")
+
+    code, _, err = run("ingest", "sql", str(script), "--db", f"sqlite:///file:{database}?mode=ro&uri=true")
+
+    assert code == 2
+    assert one_error_line(err) == "error: cannot use the lineage store: attempt to write a readonly database"
+    with LineageStore(f"sqlite:///{database}") as store:
+        assert store.counts() == before
+
+
+def test_a_store_server_that_is_down_is_one_line_without_the_password() -> None:
+    # port 1 of this machine: nothing listens there
+    code, _, err = run("lineage", "x", "--db", "postgresql://u:secretpw@127.0.0.1:1/db", columns=250)
+
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("error: cannot use the lineage store: connection failed: ")
+    assert "Connection refused" in line and "secretpw" not in line
+
+
 def test_a_db_that_is_a_folder_is_refused(tmp_path: Path) -> None:
     code, _, err = run("lineage", "x", "--db", str(tmp_path))
 

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, time
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, TypeVar
 
-import sqlalchemy as sa
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -58,9 +57,6 @@ def friendly_errors(command: F) -> F:
             return command(*args, **kwargs)
         except (InputError, FileNotFoundError) as exc:
             print_error(str(exc))
-            raise typer.Exit(ExitCode.USAGE) from None
-        except sa.exc.OperationalError as exc:
-            print_error(f"cannot use the lineage store: {exc.orig}")
             raise typer.Exit(ExitCode.USAGE) from None
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the command's signature

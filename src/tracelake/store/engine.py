@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from tracelake.store import schema as s
-from tracelake.store.location import StoreError, store_url
+from tracelake.store.location import StoreError, StoreUnavailable, store_url
 
 # Keeps IN (...) lists under every backend's bound-parameter limit.
 CHUNK = 5000
@@ -40,8 +40,19 @@ def open_engine(url: str, *, echo: bool = False) -> sa.Engine:
         raise StoreError(f"{shown}: its database driver is not installed ({error})") from None
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine, "handle_error", _unavailable)
     _prepare(engine)
     return engine
+
+
+def _unavailable(context: sa.engine.ExceptionContext) -> BaseException | None:
+    """What the database cannot do now (a server down, a read-only file, a full disk) is a
+    `StoreUnavailable` saying why in one line; a transaction given up over a lock is left to
+    `until_won` to run again."""
+    error = context.sqlalchemy_exception
+    if not isinstance(error, sa.exc.OperationalError) or _lost_over_a_lock(error.orig):
+        return None
+    return StoreUnavailable(f"cannot use the lineage store: {error.orig}")
 
 
 def _prepare(engine: sa.Engine) -> None:
@@ -110,13 +121,18 @@ def until_won(run: Callable[[], _T]) -> _T:
             return run()
         except (sa.exc.DBAPIError, sqlite3.OperationalError) as error:
             cause = error.orig if isinstance(error, sa.exc.DBAPIError) else error
-            lost = getattr(cause, "sqlstate", None) in ("40P01", "40001") or (
-                (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
-            )
-            if attempt >= ATTEMPTS or not lost:
+            if attempt >= ATTEMPTS or not _lost_over_a_lock(cause):
                 raise
         time.sleep(random.uniform(0.5, 1.0) * 0.1 * 2 ** (attempt - 1))
         attempt += 1
+
+
+def _lost_over_a_lock(cause: BaseException) -> bool:
+    """PostgreSQL's deadlock_detected or serialization_failure, SQLite's SQLITE_BUSY (whatever
+    its extended code): the transaction wrote nothing and may be run again."""
+    return getattr(cause, "sqlstate", None) in ("40P01", "40001") or (
+        (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
+    )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -19,6 +19,13 @@ class StoreError(InputError):
     """The store named cannot be used; the message says which and why (passwords left out)."""
 
 
+class StoreUnavailable(StoreError):
+    """The database cannot do what was asked now: a server down, a read-only file, a full disk.
+    The HTTP API answers it with 503."""
+
+    status = 503
+
+
 def default_url() -> str:
     """`TRACELAKE_DB` (a SQLAlchemy URL or a file path), else `.tracelake/lineage.db`."""
     return as_url(os.environ.get("TRACELAKE_DB", "").strip() or str(DEFAULT_DB_PATH))
