@@ -29,6 +29,7 @@ from tracelake.model import utcnow
 from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
 from tracelake.store.leases import holder_gone
+from tracelake.store.location import StoreUnavailable
 from tracelake.store.privacy_requests import (
     DONE,
     FAILED,
@@ -143,7 +144,7 @@ class RequestQueue:
             while not stop.wait(RENEW_SECONDS):
                 try:
                     self.table.renew()
-                except sa.exc.SQLAlchemyError as error:  # the next renewal may get through
+                except (sa.exc.SQLAlchemyError, StoreUnavailable) as error:  # the next may get through
                     log.warning("privacy request leases not renewed (%s)", type(error).__name__)
 
         renewer = threading.Thread(target=renew, name="tracelake-privacy-leases", daemon=True)
