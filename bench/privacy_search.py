@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from machine import load_change, versions
-from tracelake.privacy.filters import DEFAULT_FPP
+from tracelake.privacy.limits import DEFAULT_FPP
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

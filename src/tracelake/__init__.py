@@ -11,10 +11,9 @@ Spark, SQL parsing or the store.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tracelake.model import VERSION
+from tracelake.model.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracelake import privacy
@@ -23,21 +22,13 @@ if TYPE_CHECKING:
     from tracelake.spark import track
 
 __all__ = ["Probes", "Tracelake", "__version__", "privacy", "track"]
-__version__ = VERSION
-
-_PUBLIC = {
-    "Probes": ("tracelake.collect.probes", "Probes"),
-    "Tracelake": ("tracelake.app", "Tracelake"),
-    "privacy": ("tracelake.privacy", None),
-    "track": ("tracelake.spark", "track"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'tracelake' has no attribute {name!r}")
-    module_name, attribute = _PUBLIC[name]
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Probes": "tracelake.collect.probes:Probes",
+        "Tracelake": "tracelake.app:Tracelake",
+        "__version__": "tracelake.model:VERSION",
+        "privacy": "tracelake.privacy",
+        "track": "tracelake.spark:track",
+    },
+)

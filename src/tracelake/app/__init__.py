@@ -6,6 +6,14 @@ time-partitioned entities and their reprocessing (`entities`, `entity_lineage`),
 subscriptions and webhooks (`subscriptions`). `views` are the plain records all of them return.
 """
 
-from tracelake.app.service import Tracelake
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tracelake.model.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tracelake.app.service import Tracelake
 
 __all__ = ["Tracelake"]
+__getattr__ = lazy_exports(__name__, {"Tracelake": "tracelake.app.service:Tracelake"})

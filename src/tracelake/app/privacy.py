@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracelake.app.service import Tracelake
-from tracelake.privacy.filters import DEFAULT_FPP
 from tracelake.privacy.identity import IdentityError
-from tracelake.privacy.queue import MAX_ID_LENGTH, AuditEvent, PrivacyRequest, RequestQueue
-from tracelake.privacy.runner import MAX_IDS, RunReport, SubJob, run_requests
+from tracelake.privacy.limits import DEFAULT_FPP, MAX_ID_LENGTH, MAX_IDS
+from tracelake.privacy.queue import AuditEvent, PrivacyRequest, RequestQueue
+from tracelake.privacy.runner import RunReport, SubJob, run_requests
 from tracelake.privacy.search import Bounds, PrivacyRequestError
 from tracelake.privacy.targets import Target, declare, find_targets
 from tracelake.privacy.verify import VerifyReport, verify

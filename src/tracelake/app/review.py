@@ -90,7 +90,7 @@ class Review:
         self,
         *,
         min_confidence: Confidence = Confidence.MEDIUM,
-        carry: Iterable[Transformation] = CARRIED_BY_DEFAULT,
+        carry: Iterable[Transformation] | None = None,
         stop_kinds: Iterable[str] = (),
         stop_zones: Iterable[str] = (),
         max_depth: int | None = None,
@@ -98,13 +98,14 @@ class Review:
         actor: str,
     ) -> PropagationOutcome:
         """Spread declared labels (`only` these, if given) downstream over edges of at least
-        `min_confidence` that `carry` values, stopping at assets of `stop_kinds`, under URN
-        prefixes `stop_zones` and after `max_depth` hops; store what they reach."""
+        `min_confidence` that `carry` values (None: `CARRIED_BY_DEFAULT`), stopping at assets of
+        `stop_kinds`, under URN prefixes `stop_zones` and after `max_depth` hops; store what they
+        reach."""
         if max_depth is not None and max_depth < 1:
             raise ReviewError("max_depth must be at least 1")
         rules = PropagationRules(
             min_confidence=min_confidence,
-            transformations=frozenset(carry),
+            transformations=frozenset(CARRIED_BY_DEFAULT if carry is None else carry),
             stop_kinds=frozenset(stop_kinds),
             stop_zones=tuple(stop_zones),
             max_depth=max_depth,

@@ -8,14 +8,16 @@ import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, time
 from enum import IntEnum, StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tracelake.app.service import Tracelake
 from tracelake.model import InputError
+
+if TYPE_CHECKING:
+    from tracelake.app.service import Tracelake
 
 out = Console(soft_wrap=True)
 # Messages on stderr are never wrapped: a path cut in two is a message a script cannot match.
@@ -91,6 +93,8 @@ DbOption = Annotated[
 
 
 def open_service(db: str | None) -> Tracelake:
+    from tracelake.app.service import Tracelake  # not for `--help`: it loads the whole application
+
     # runs whose Spark driver died before storing them are stored and ended before anything reads them
     return Tracelake.open(
         db, recovered=lambda note: err.print(f"[yellow]note:[/yellow] {note}", highlight=False)

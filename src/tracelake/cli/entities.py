@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from tracelake.app.entities import AirflowSettings, EntityOperations
 from tracelake.cli.common import (
     DbOption,
     UserError,
@@ -30,6 +29,7 @@ from tracelake.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from tracelake.app.entities import AirflowSettings, EntityOperations
     from tracelake.store.entity_status import InstanceStatus
     from tracelake.temporal.entities import Entity
     from tracelake.temporal.planner import TaintPlan
@@ -62,10 +62,14 @@ AirflowPasswordOption = Annotated[
 def airflow_settings(
     url: str | None, token: str | None, user: str | None, password: str | None
 ) -> AirflowSettings | None:
+    from tracelake.app.entities import AirflowSettings
+
     return AirflowSettings(url, token=token, username=user, password=password) if url else None
 
 
 def open_entities(db: str | None) -> EntityOperations:
+    from tracelake.app.entities import EntityOperations
+
     return EntityOperations(open_service(db))
 
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from tracelake.app.review import CARRIED_BY_DEFAULT, Review
 from tracelake.cli.common import DbOption, UserError, friendly_errors, open_service, out
 from tracelake.model import Confidence, Transformation
 
 if TYPE_CHECKING:
+    from tracelake.app.review import Review
     from tracelake.graph.discovery import Session
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
@@ -92,7 +92,7 @@ def propagate_command(
         raise UserError("--max-depth must be at least 1")
     outcome = _review(db).propagate(
         min_confidence=min_confidence,
-        carry=carry or CARRIED_BY_DEFAULT,
+        carry=carry or None,
         stop_kinds=stop_kind or (),
         stop_zones=stop_zone or (),
         max_depth=max_depth,
@@ -133,6 +133,8 @@ def _print_session(session: Session, new: list[str] | None = None) -> None:
 
 
 def _review(db: str | None) -> Review:
+    from tracelake.app.review import Review
+
     return Review(open_service(db))
 
 

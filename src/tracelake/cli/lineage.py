@@ -14,8 +14,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracelake.app.service import DiffView, TraversalFilters
-from tracelake.app.views import GraphView
 from tracelake.cli import render
 from tracelake.cli.common import (
     DbOption,
@@ -33,6 +31,8 @@ from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Sig
 from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
+    from tracelake.app.service import DiffView, TraversalFilters
+    from tracelake.app.views import GraphView
     from tracelake.graph.traverse import Direction
     from tracelake.store.reads import ReadCounts
 
@@ -174,6 +174,8 @@ def _filters(
     kind: list[str] | None,
     direct_only: bool = False,
 ) -> TraversalFilters:
+    from tracelake.app.service import TraversalFilters
+
     if depth is not None and depth < 0:
         raise UserError("--depth must be 0 or more")
     return TraversalFilters(

@@ -18,18 +18,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracelake.app.privacy import (
-    DEFAULT_FPP,
-    MAX_ID_LENGTH,
-    MAX_IDS,
-    PrivacyOperations,
-    index_dataset,
-    verify_index,
-)
+from tracelake.app.limits import DEFAULT_FPP, MAX_ID_LENGTH, MAX_IDS
 from tracelake.cli.common import DbOption, UserError, err, friendly_errors, open_service, out
 from tracelake.model.textfile import read_text
 
 if TYPE_CHECKING:
+    from tracelake.app.privacy import PrivacyOperations
     from tracelake.privacy.runner import RunReport, SubJob
 
 privacy_app = typer.Typer(
@@ -59,6 +53,8 @@ def index_command(
     fpp: Annotated[float, typer.Option(help="Target false-positive rate of the filters")] = DEFAULT_FPP,
 ) -> None:
     """Build identity filters for a Parquet dataset's files that have none (or a stale one)."""
+    from tracelake.app.privacy import index_dataset
+
     report = index_dataset(path, identity, fpp=fpp)
     table = Table(title=f"identity index of {report.path}")
     for column in ("files indexed", "left unindexed", "distinct ids", "index bytes", "bits/id", "seconds"):
@@ -91,6 +87,8 @@ def verify_command(
 
     Exits 1 while a wrong filter remains: a request could skip a file holding a requested id.
     """
+    from tracelake.app.privacy import verify_index
+
     report = verify_index(path, identity or (), repair=repair, fpp=fpp)
     table = Table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
     for column in (
@@ -284,6 +282,8 @@ def _submit_and_run(
 def _privacy(db: str | None) -> Iterator[PrivacyOperations]:
     """The store's privacy operations, the store closed at the end: closing is what folds SQLite's
     write-ahead log into the database, and a delete's ids must not outlive it there."""
+    from tracelake.app.privacy import PrivacyOperations
+
     service = open_service(db)
     try:
         yield PrivacyOperations(service)

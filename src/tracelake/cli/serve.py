@@ -4,12 +4,14 @@ token for it, kept in the token file as a digest and shown once)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tracelake.api.auth import SCOPES, Scope, TokenFileError, new_token
 from tracelake.cli.common import DbOption, UserError, friendly_errors, open_service, out
+
+if TYPE_CHECKING:
+    from tracelake.api.auth import Scope
 
 token_app = typer.Typer(help="Bearer tokens for the HTTP API.", no_args_is_help=True)
 
@@ -50,6 +52,7 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
     from tracelake.api.app import ApiSettings, create_app
+    from tracelake.api.auth import TokenFileError
     from tracelake.api.server import serve_forever
     from tracelake.app.subscriptions import WebhookAllowError
     from tracelake.model import names
@@ -86,6 +89,8 @@ def token_add(
     scope: Annotated[list[str], typer.Option(help="read and/or write")] = ["read"],  # noqa: B006
 ) -> None:
     """Make a token; it is printed once, the file keeps only its SHA-256."""
+    from tracelake.api.auth import SCOPES, new_token
+
     unknown = [s for s in scope if s not in SCOPES]
     if unknown:
         raise UserError(f"unknown scope {unknown[0]!r}: use {' or '.join(SCOPES)}")

@@ -13,20 +13,25 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from importlib import metadata
 from typing import Any
 
+VERSION: str  # Tracelake's, as producers and the API report it; read when first used
 
-def _version() -> str:
-    """The installed distribution's version; a source tree on PYTHONPATH (as Airflow's workers
-    import Tracelake) has no metadata, and says so."""
+
+def __getattr__(name: str) -> Any:
+    """`VERSION` from the installed distribution's metadata, read once, when first asked for
+    (importlib.metadata costs a tenth of a second: more than the rest of `tracelake --help`); a
+    source tree on PYTHONPATH (as Airflow's workers import Tracelake) has none, and says so."""
+    if name != "VERSION":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata
+
     try:
-        return metadata.version("tracelake")
+        version = metadata.version("tracelake")
     except metadata.PackageNotFoundError:
-        return "0+source"
-
-
-VERSION = _version()  # Tracelake's, as producers and the API report it
+        version = "0+source"
+    globals()["VERSION"] = version
+    return version
 
 
 class Signal(StrEnum):

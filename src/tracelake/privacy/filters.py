@@ -22,8 +22,9 @@ from typing import Any, Literal
 import numpy as np
 import xxhash
 
+from tracelake.privacy.limits import DEFAULT_FPP
+
 SPARK_XXHASH_SEED = 42  # org.apache.spark.sql.catalyst.expressions.XxHash64's default seed
-DEFAULT_FPP = 0.01
 # Below this many ids the sorted hashes themselves (64 bits an id) are smaller than a fuse
 # filter's fixed overhead would make worth its false positives, and fuse construction needs a few.
 EXACT_MAX_KEYS = 64

@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracelake.model import utcnow
+from tracelake.privacy.limits import MAX_ID_LENGTH
 from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
 from tracelake.store.leases import holder_gone
@@ -56,8 +57,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-# A user id is a key, an email, a device id: anything longer is a file pasted by mistake.
-MAX_ID_LENGTH = 1024
 RENEW_SECONDS = 30.0  # how often a run says it is alive; other hosts wait `leases.STALE`
 
 

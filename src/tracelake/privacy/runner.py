@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracelake.privacy.limits import MAX_IDS
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.requests import Receipt, access, delete
 from tracelake.privacy.search import Batch, Bounds, Dataset, PrivacyRequestError
@@ -25,8 +26,6 @@ from tracelake.store import LineageStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-MAX_IDS = 10_000
 
 
 @dataclass

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelake.privacy.filters import DEFAULT_FPP, hash_ids
+from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError
 from tracelake.privacy.index import DatasetIndex, is_legacy, list_data_files
+from tracelake.privacy.limits import DEFAULT_FPP
 from tracelake.privacy.plain_ids import distinct_ids
 from tracelake.privacy.segments import StoredFilter
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from tracelake.privacy.filters import DEFAULT_FPP, fingerprint_bits
+from tracelake.privacy.filters import fingerprint_bits
 from tracelake.privacy.identity import IdentityError, check_identity_columns, row_hashes
 from tracelake.privacy.index import (
     DataFile,
@@ -36,6 +36,7 @@ from tracelake.privacy.index import (
     list_data_files,
     staging_folder,
 )
+from tracelake.privacy.limits import DEFAULT_FPP
 from tracelake.privacy.segments import SUFFIX, StoredFilter, read_segment
 
 if TYPE_CHECKING:
