@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tracelake.collect import spark_journal
-from tracelake.collect.spark_journal import RunHeader, SegmentReader, journal_root, store_label
+from tracelake.collect.spark_journal import RunHeader, SegmentReader, journal_root
+from tracelake.model.store_urls import store_label
 
 
 @pytest.fixture(autouse=True)

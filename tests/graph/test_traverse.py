@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracelake.graph import GraphIndex, IndexCache, impact, lineage, paths, refresh
+from tracelake.graph import GraphIndex, IndexCache, impact, index_files, lineage, paths, refresh
 from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM, TraversalFilters
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
@@ -85,9 +85,17 @@ def lake_store(tmp_path: Path) -> Iterator[LineageStore]:
         yield store
 
 
-@pytest.fixture
-def lake(lake_store: LineageStore) -> GraphIndex:
-    return GraphIndex.from_store(lake_store)
+@pytest.fixture(params=["built", "kept"])
+def lake(request: pytest.FixtureRequest, lake_store: LineageStore, tmp_path: Path) -> GraphIndex:
+    """The lake's index as built from the store, and as kept on disk and opened memory-mapped
+    (`index_files`): every question below gets the same answer from both."""
+    built = GraphIndex.from_store(lake_store)
+    if request.param == "built":
+        return built
+    index_files.save(built, tmp_path / "index", store="lake")
+    kept = index_files.load(tmp_path / "index", store="lake")
+    assert kept is not None and isinstance(kept.edge_ids, np.memmap)
+    return kept
 
 
 def reached(result) -> dict[str, int]:

@@ -25,7 +25,8 @@ from tracelake.collect.openlineage import EventError, event_to_batch, events_to_
 from tracelake.collect.openlineage_log import batches_from_log, log_lines
 from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
-from tracelake.graph.index import GraphIndex, IndexCache
+from tracelake.graph.cache import IndexCache
+from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import Direction
 from tracelake.graph.traverse import TraversalFilters as TraversalFilters  # the app's vocabulary
 from tracelake.model import (

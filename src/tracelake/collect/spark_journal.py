@@ -33,6 +33,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from tracelake.model.store_urls import files_of, store_label
+
 logger = logging.getLogger("tracelake.spark")
 
 HEADER = "run.json"
@@ -48,35 +50,14 @@ _WRITING: set[str] = set()
 
 def journal_root(store_url: str) -> Path | None:
     """Where the journals of runs tracked into `store_url` live; None for an in-memory store
-    (no later process could recover into it)."""
+    (no later process could recover into it). A server's runs share one folder: each journal's
+    header names its store."""
     configured = os.environ.get(JOURNAL_ENV, "").strip()
     if configured:
         return Path(configured).expanduser()
-    url = sa.make_url(store_url)
-    if url.get_backend_name() != "sqlite":
+    if sa.make_url(store_url).get_backend_name() != "sqlite":
         return Path.home() / ".tracelake" / "spark-runs"
-    path = _sqlite_file(url)
-    return None if path is None else path.with_name(path.name + ".spark-runs")
-
-
-def store_label(store_url: str) -> str:
-    """The store as a journal's header names it: its URL (a SQLite file as `sqlite:///` and its
-    absolute path, however it was opened), never its password."""
-    url = sa.make_url(store_url)
-    if url.get_backend_name() == "sqlite":
-        path = _sqlite_file(url)
-        return f"sqlite:///{path}" if path is not None else "sqlite://"
-    return url.render_as_string(hide_password=True)
-
-
-def _sqlite_file(url: sa.URL) -> Path | None:
-    """The file of a SQLite URL (`/x.db` or a `file:/x.db?mode=ro` URI); None when in memory."""
-    database = url.database or ""
-    if database.startswith("file:"):
-        database = database.removeprefix("file:").partition("?")[0]
-    if database in ("", ":memory:") or url.query.get("mode") == "memory":
-        return None
-    return Path(database).expanduser().absolute()
+    return files_of(store_url, "spark-runs")
 
 
 @dataclass(frozen=True, slots=True)

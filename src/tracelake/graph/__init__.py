@@ -1,6 +1,7 @@
 """Analyses over the lineage graph: pure functions over an in-memory graph index."""
 
-from tracelake.graph.index import GraphIndex, IndexCache, refresh
+from tracelake.graph.cache import IndexCache
+from tracelake.graph.index import GraphIndex, refresh
 from tracelake.graph.traverse import ImpactedAsset, LineageResult, impact, lineage, paths
 
 __all__ = [

@@ -222,7 +222,8 @@ def _record_round(
     if not len(codes):  # a frontier of sinks: nothing flows on
         return new
     targets, origins = codes // index.n_nodes, codes % index.n_nodes
-    origin_urns = np.asarray(index.urns, dtype=object)[origins].tolist()
+    urns = index.urns
+    origin_urns = [urns[p] for p in origins.tolist()]
     starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
     ends = np.r_[starts[1:], len(targets)]
     for target, start, end in zip(targets[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):

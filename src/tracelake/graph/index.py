@@ -9,15 +9,14 @@ in well under a second once the snapshot is loaded.
 
 The index holds every edge *version*, not only the open ones: analyses filter by validity
 at query time, which is what makes lineage "as of" a past date as cheap as lineage now.
-An index is immutable; `IndexCache` (or `refresh`) swaps in a new one when the store's
+An index is immutable; `cache.IndexCache` (or `refresh`) swaps in a new one when the store's
 `graph_version()` moved, and reuses the old one otherwise.
 """
 
 from __future__ import annotations
 
 import difflib
-import threading
-import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -75,8 +74,8 @@ class GraphIndex:
     """
 
     version: int
-    urns: list[str]
-    positions: dict[str, int]
+    urns: Sequence[str]  # a list, or the URNs of a kept index read when asked for (`index_files`)
+    positions: Mapping[str, int]
     node_ids: np.ndarray
     node_types: np.ndarray  # int8: ASSET, FIELD, PROCESS
     kinds: tuple[str, ...]
@@ -273,67 +272,3 @@ def refresh(index: GraphIndex | None, store: LineageStore) -> GraphIndex:
     if index is not None and index.version == store.graph_version():
         return index
     return GraphIndex.from_store(store)
-
-
-class IndexCache:
-    """Keeps one index per store and rebuilds it when `graph_version()` moved.
-
-    Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
-    every time. A stale index is rebuilt at once, the caller waiting, while builds are quick
-    (under `wait_budget` seconds last time): small stores always answer from the latest graph.
-    Once a build takes longer (seconds, at millions of edges), a server that is being written to
-    would otherwise rebuild before nearly every query, each reader queued behind the lock: then
-    readers keep the index they have, one background thread builds the next, and it replaces the
-    old one when done — answers lag the newest writes by at most one build. Indexes are immutable,
-    so readers of an old one are safe.
-    """
-
-    def __init__(self, store: LineageStore, *, wait_budget: float = 0.5) -> None:
-        self.store = store
-        self.wait_budget = wait_budget
-        self.builds = 0
-        self.last_build_seconds = 0.0
-        self._index: GraphIndex | None = None
-        self._lock = threading.Lock()  # held while building
-        self._flag = threading.Lock()  # guards `_building` alone, never held during a build
-        self._building = False  # a background build is running
-
-    def get(self) -> GraphIndex:
-        index = self._index
-        version = self.store.graph_version()
-        if index is not None and index.version == version:
-            return index
-        if index is not None and self.last_build_seconds > self.wait_budget:
-            self._build_in_background()
-            return index
-        with self._lock:
-            if self._index is not None and self._index.version == self.store.graph_version():
-                return self._index  # another caller built it while this one waited
-            return self._build()
-
-    def _build(self) -> GraphIndex:
-        started = time.perf_counter()
-        index = GraphIndex.from_store(self.store)
-        self.last_build_seconds = time.perf_counter() - started
-        self._index = index
-        self.builds += 1  # after the swap: a caller that sees the count sees the index
-        return index
-
-    def _build_in_background(self) -> None:
-        with self._flag:
-            if self._building:
-                return
-            self._building = True
-
-        def build() -> None:
-            try:
-                with self._lock:
-                    self._build()
-            finally:
-                self._building = False
-
-        threading.Thread(target=build, name="tracelake-index-build", daemon=True).start()
-
-    def invalidate(self) -> None:
-        with self._lock:
-            self._index = None

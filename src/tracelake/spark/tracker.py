@@ -53,6 +53,7 @@ from tracelake.collect.spark_run import (
     RunRecord,
 )
 from tracelake.model import LineageBatch, Run, names, utcnow
+from tracelake.model.store_urls import store_label
 from tracelake.store import LineageStore, leases
 
 if TYPE_CHECKING:  # the emitter brings in the OpenLineage client; only a run that emits needs it
@@ -99,7 +100,7 @@ class SparkTracker:
             started_at=utcnow(),
             host=socket.gethostname(),
             pid=os.getpid(),
-            store=spark_journal.store_label(self._store.url),
+            store=store_label(self._store.url),
             application_id=facts.app_id,
             application_name=facts.app_name,
             user=facts.user,

@@ -9,6 +9,7 @@ again (docs/decisions.md, "Many writers").
 
 from __future__ import annotations
 
+import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -29,7 +30,7 @@ from tracelake.model import (
 )
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
-from tracelake.store.engine import chunks, open_engine, until_won
+from tracelake.store.engine import chunks, markers, open_engine, until_won
 from tracelake.store.ingest import within_columns, write_batches
 from tracelake.store.location import as_url, default_url
 from tracelake.store.reads import ReadCounts
@@ -167,6 +168,21 @@ class LineageStore:
         """Grows with every ingest; an in-memory index reloads when it changes."""
         with self.engine.connect() as conn:
             return conn.execute(_GRAPH_VERSION).scalar() or 0
+
+    def identity(self) -> int:
+        """A number drawn for this store the first time it is asked for, and kept in it: files kept
+        beside a store (its graph index) are its own only if they name it, since a store deleted
+        and made again at the same place counts its versions from the start again."""
+        with self.engine.connect() as conn:
+            found = conn.execute(_IDENTITY).scalar()
+        if found is not None:
+            return int(found)
+        drawn = secrets.randbits(62)
+        with self.engine.begin() as conn:  # whoever draws first wins; the others read theirs
+            values = markers(conn, 2)
+            draw = f"INSERT INTO store_state (key, value) VALUES ({values}) ON CONFLICT (key) DO NOTHING"
+            conn.exec_driver_sql(draw, ("identity", drawn))
+            return int(conn.execute(_IDENTITY).scalar_one())
 
     def snapshot(self) -> GraphSnapshot:
         """All nodes and edge versions as arrays (one consistent read).
@@ -384,6 +400,7 @@ class LineageStore:
 
 # The statements of the reads, built once: building one cost more than running it.
 _GRAPH_VERSION = sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
+_IDENTITY = sa.select(s.store_state.c.value).where(s.store_state.c.key == "identity")
 _NODES_BY_URN = sa.select(s.nodes).where(s.nodes.c.urn.in_(sa.bindparam("urns", expanding=True)))
 
 

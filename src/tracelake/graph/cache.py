@@ -1,0 +1,146 @@
+"""Keeps one graph index per store, and keeps it fresh: rebuilt when the store's graph version
+moved, and kept on disk beside the store (`index_files`) once it takes long enough to build that
+the next process should open it rather than build it again (issue 21).
+
+`TRACELAKE_INDEX` names the folder the index is kept in, or `off` for none; by default it is
+beside a SQLite file (`lineage.db.index`), or under `~/.tracelake/index/` for a server's store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracelake.graph import index_files
+from tracelake.graph.index import GraphIndex
+from tracelake.model.store_urls import files_of, store_label
+
+if TYPE_CHECKING:
+    from tracelake.store.sqlstore import LineageStore
+
+logger = logging.getLogger(__name__)
+
+INDEX_ENV = "TRACELAKE_INDEX"
+# An index that builds faster than this is rebuilt by the next process rather than kept: writing
+# its files would cost about what building it does.
+KEEP_AFTER = 0.2
+
+
+def index_root(store_url: str) -> Path | None:
+    """Where the index of the store at `store_url` is kept (`TRACELAKE_INDEX`, else beside it);
+    None when it is not kept (`off`, or a store in memory)."""
+    configured = os.environ.get(INDEX_ENV, "").strip()
+    if configured.lower() == "off":
+        return None
+    if configured:
+        return Path(configured).expanduser()
+    return files_of(store_url, "index")
+
+
+class IndexCache:
+    """Keeps one index per store and rebuilds it when `graph_version()` moved.
+
+    Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
+    every time. A stale index is rebuilt at once, the caller waiting, while builds are quick
+    (under `wait_budget` seconds last time): small stores always answer from the latest graph.
+    Once a build takes longer (seconds, at millions of edges), a server that is being written to
+    would otherwise rebuild before nearly every query, each reader queued behind the lock: then
+    readers keep the index they have, one background thread builds the next, and it replaces the
+    old one when done — answers lag the newest writes by at most one build. Indexes are immutable,
+    so readers of an old one are safe.
+    """
+
+    def __init__(
+        self,
+        store: LineageStore,
+        *,
+        wait_budget: float = 0.5,
+        root: Path | bool | None = True,
+        keep_after: float = KEEP_AFTER,
+    ) -> None:
+        self.store = store
+        self.wait_budget = wait_budget
+        # where the index is kept between processes: True for the store's own place (`index_root`)
+        self.root = index_root(store.url) if root is True else root or None
+        self.keep_after = keep_after
+        self.builds = 0
+        self.loads = 0  # indexes opened from disk rather than built
+        self.last_build_seconds = 0.0
+        self._index: GraphIndex | None = None
+        self._lock = threading.Lock()  # held while building
+        self._flag = threading.Lock()  # guards `_building` alone, never held during a build
+        self._building = False  # a background build is running
+
+    def get(self) -> GraphIndex:
+        index = self._index
+        version = self.store.graph_version()
+        if index is not None and index.version == version:
+            return index
+        if index is not None and self.last_build_seconds > self.wait_budget:
+            self._build_in_background()
+            return index
+        with self._lock:
+            current = self.store.graph_version()
+            if self._index is not None and self._index.version == current:
+                return self._index  # another caller built it while this one waited
+            if self._index is None:
+                kept = self._open_kept(current)
+                if kept is not None:
+                    return kept
+            return self._build()
+
+    def _open_kept(self, version: int) -> GraphIndex | None:
+        """The index kept on disk for this store at `version`, if there is one."""
+        if self.root is None:
+            return None
+        kept = index_files.load(self.root, store=self._identity())
+        if kept is None or kept.version != version:
+            return None
+        self._index = kept
+        self.loads += 1
+        return kept
+
+    def _build(self) -> GraphIndex:
+        started = time.perf_counter()
+        index = GraphIndex.from_store(self.store)
+        self.last_build_seconds = time.perf_counter() - started
+        self._index = index
+        self.builds += 1  # after the swap: a caller that sees the count sees the index
+        if self.root is not None and self.last_build_seconds >= self.keep_after:
+            self._keep(index)
+        return index
+
+    def _keep(self, index: GraphIndex) -> None:
+        """Write the index beside the store for the next process; a place that cannot be written
+        costs a warning, never the answer."""
+        assert self.root is not None
+        try:
+            index_files.save(index, self.root, store=self._identity())
+        except Exception as error:  # a full disk, a read-only store: the next process builds
+            logger.warning("graph index not kept at %s (%s: %s)", self.root, type(error).__name__, error)
+
+    def _identity(self) -> str:
+        return f"{store_label(self.store.url)}#{self.store.identity()}"
+
+    def _build_in_background(self) -> None:
+        with self._flag:
+            if self._building:
+                return
+            self._building = True
+
+        def build() -> None:
+            try:
+                with self._lock:
+                    self._build()
+            finally:
+                self._building = False
+
+        threading.Thread(target=build, name="tracelake-index-build", daemon=True).start()
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._index = None
