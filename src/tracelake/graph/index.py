@@ -245,7 +245,7 @@ class GraphIndex:
             pool = [u for u in self.urns if u.lower().startswith(prefix) and ("#" in u) == bool(hash_)]
             pool = pool[:5_000]
         if not pool and len(self.urns) <= 50_000:
-            pool = self.urns
+            pool = list(self.urns)
         ranked = difflib.get_close_matches(text, pool, n=limit, cutoff=0.5)
         if len(ranked) < limit:
             ranked += [u for u in sorted(pool, key=len) if u not in ranked][: limit - len(ranked)]

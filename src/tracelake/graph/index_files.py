@@ -190,8 +190,9 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
         urns=UrnList(urns),
         positions=UrnPositions(urns),
         kinds=tuple(meta["kinds"]),
+        downstream=adjacencies["downstream"],
+        upstream=adjacencies["upstream"],
         **arrays,
-        **adjacencies,
     )
 
 

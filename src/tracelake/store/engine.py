@@ -127,7 +127,7 @@ def until_won(run: Callable[[], _T]) -> _T:
         attempt += 1
 
 
-def _lost_over_a_lock(cause: BaseException) -> bool:
+def _lost_over_a_lock(cause: BaseException | None) -> bool:
     """PostgreSQL's deadlock_detected or serialization_failure, SQLite's SQLITE_BUSY (whatever
     its extended code): the transaction wrote nothing and may be run again."""
     return getattr(cause, "sqlstate", None) in ("40P01", "40001") or (
