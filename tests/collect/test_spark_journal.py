@@ -112,6 +112,23 @@ def test_only_journals_of_this_store_whose_driver_is_gone_are_abandoned(tmp_path
     assert "dead" in {h.run_id for _, h in spark_journal.abandoned(root, store)}
 
 
+def test_a_stored_runs_journal_is_put_aside_at_once_and_swept_later(tmp_path: Path) -> None:
+    """Removing files just synced costs milliseconds on the job's thread: a stored run's journal
+    is renamed aside instead, recovered by no one, and removed by the next sweep."""
+    store, root = "sqlite:////lake/lineage.db", tmp_path / "runs"
+    header = _header("stored", store, _dead_pid())  # its driver gone: abandoned, were it not put aside
+    directory = spark_journal.make_journal(root, header)
+    spark_journal.let_go(header)
+
+    spark_journal.discard(directory, later=True)
+
+    assert not directory.exists()
+    assert spark_journal.abandoned(root, store) == []
+    assert [p.name for p in root.iterdir()] == [".discarded-stored"]
+    spark_journal.sweep(root)
+    assert list(root.iterdir()) == []
+
+
 def test_the_reader_returns_whole_lines_across_segments(tmp_path: Path) -> None:
     first, second = spark_journal.segment_path(tmp_path, 0), spark_journal.segment_path(tmp_path, 1)
     first.write_bytes(b'{"a": 1}\n{"b": ')

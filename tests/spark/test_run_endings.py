@@ -132,7 +132,8 @@ def test_sigterm_ends_the_run_abort_with_its_lineage(tmp_path: Path) -> None:
 
 
 def _journals(root: Path) -> list[Path]:
-    return sorted((root / "lineage.db.spark-runs").iterdir())
+    """The journals beside the store (not those of stored runs put aside for removal)."""
+    return sorted(p for p in (root / "lineage.db.spark-runs").iterdir() if not p.name.startswith("."))
 
 
 def _runs(database: Path) -> dict[str, tuple[str, datetime | None]]:

@@ -174,7 +174,11 @@ class SparkTracker:
         self._worker.close(_FLUSH_TIMEOUT)
         spark_journal.let_go(record.header)
         if self._stored_at_end:
-            spark_journal.discard(self._journal.directory)
+            # beside the store, a journal is put aside at once and its files removed later;
+            # a private temporary one is removed now (nothing would sweep its folder)
+            directory = self._journal.directory
+            beside_store = directory.parent == spark_journal.journal_root(self._store.url)
+            spark_journal.discard(directory, later=beside_store)
             if self._leased:
                 self._lease("released", leases.release)
         else:
@@ -322,7 +326,9 @@ def recover(store: LineageStore) -> list[Recovered]:
     """
     dead = {lease.run_id: lease for lease in leases.find_dead(store)}
     found: list[Recovered] = []
-    for directory, header in spark_journal.abandoned(spark_journal.journal_root(store.url), store.url):
+    root = spark_journal.journal_root(store.url)
+    spark_journal.sweep(root)
+    for directory, header in spark_journal.abandoned(root, store.url):
         claimed = spark_journal.claim(directory)
         if claimed is None:
             continue
