@@ -16,14 +16,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from tracelake.app.views import GraphView, ImpactView, NodeView
 from tracelake.collect.catalog import SchemaCatalog
 from tracelake.collect.configs import ConfigCollection, collect_configs, load_shapes
 from tracelake.collect.openlineage import EventError, event_to_batch, events_to_batch
 from tracelake.collect.openlineage_log import batches_from_log, log_lines
-from tracelake.collect.sql import SqlCollection, collect_path
 from tracelake.graph import traverse
 from tracelake.graph.cache import IndexCache
 from tracelake.graph.index import GraphIndex
@@ -46,6 +45,9 @@ from tracelake.store.group_commit import Writer, WriterStats
 from tracelake.store.reads import NO_READS, ReadCounts
 from tracelake.store.records import IngestReport, NodeRecord
 from tracelake.store.writer_process import writer_for
+
+if TYPE_CHECKING:
+    from tracelake.collect.sql import SqlCollection
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
 EVENTS_A_TRANSACTION = 500
@@ -253,6 +255,8 @@ class Tracelake:
         a column list is mapped by position only onto a declared order (the schema file's, or
         one the store keeps from DDL), never onto the order columns were first seen in.
         """
+        from tracelake.collect.sql import collect_path  # the SQL parser: not for a query's command
+
         # Columns the store has seen are names only (the order they were first seen in is no
         # table's order); orders declared by DDL or a write, and the schema file's, are orders.
         schema = SchemaCatalog.from_mapping(self.store.known_columns(), default_db=default_db, ordered=False)

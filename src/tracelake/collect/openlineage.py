@@ -48,9 +48,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, TypeVar
-
-from openlineage.client.event_v2 import RunState
 
 from tracelake.model import (
     Asset,
@@ -80,6 +79,18 @@ JOB_DATASETS = "datasets"
 # The process property keeping a job's jobType `processingType` (BATCH, STREAMING), upper-cased.
 PROCESSING_TYPE = "processing_type"
 T = TypeVar("T")
+
+
+class RunState(StrEnum):
+    """A RunEvent's `eventType`, as the spec lists them (`OpenLineage.json`, `RunEvent.eventType`):
+    the client's own enum would cost reading events half a second of imports."""
+
+    START = "START"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    ABORT = "ABORT"
+    FAIL = "FAIL"
+    OTHER = "OTHER"
 D = TypeVar("D")  # a default, which may be narrower than what a facet gives ([] for a list[str])
 
 _DEFAULT_PROCESS_KIND = "openlineage"
