@@ -107,3 +107,25 @@ def test_an_index_kept_for_another_store_is_not_opened(lake_store: LineageStore,
     index_files.save(built, tmp_path / "shared", store="one")
     assert index_files.load(tmp_path / "shared", store="two") is None
     assert index_files.load(tmp_path / "shared", store="one") is not None
+
+
+def test_a_read_only_store_opens_its_kept_index_and_one_without_still_answers(
+    lake_store: LineageStore, tmp_path: Path
+) -> None:
+    database = lake_store.url.removeprefix("sqlite:///")
+    keeping_cache(lake_store).get()  # kept: the store has its identity
+    with LineageStore(f"sqlite:///file:{database}?mode=ro&uri=true") as read_only:
+        cache = keeping_cache(read_only)
+        assert cache.root == Path(f"{database}.index")
+        cache.get()
+        assert (cache.builds, cache.loads) == (0, 1)
+
+    # a store that never had an identity, opened read-only: built, answered, not kept
+    with make_store(tmp_path, "fresh") as store:
+        store.ingest(LineageBatch(edges=list(LAKE_EDGES), observed_at=JAN))
+    with LineageStore(f"sqlite:///file:{tmp_path / 'fresh.db'}?mode=ro&uri=true") as read_only:
+        cache = keeping_cache(read_only)
+        index = cache.get()
+        assert (cache.builds, cache.loads) == (1, 0)
+        assert H in reached(lineage(index, [A], "downstream"))
+        assert not (tmp_path / "fresh.db.index" / "CURRENT").exists()

@@ -91,6 +91,8 @@ class RunState(StrEnum):
     ABORT = "ABORT"
     FAIL = "FAIL"
     OTHER = "OTHER"
+
+
 D = TypeVar("D")  # a default, which may be narrower than what a facet gives ([] for a list[str])
 
 _DEFAULT_PROCESS_KIND = "openlineage"

@@ -95,9 +95,13 @@ class IndexCache:
 
     def _open_kept(self, version: int) -> GraphIndex | None:
         """The index kept on disk for this store at `version`, if there is one."""
-        if self.root is None:
+        if self.root is None or not (self.root / index_files.CURRENT).is_file():
             return None
-        kept = index_files.load(self.root, store=self._identity())
+        try:
+            identity = self._identity()
+        except Exception:  # a store read-only before it ever had an identity keeps no index
+            return None
+        kept = index_files.load(self.root, store=identity)
         if kept is None or kept.version != version:
             return None
         self._index = kept
