@@ -33,6 +33,7 @@ bench:
 	@scripts/bootstrap.sh dev,bench
 	$(BIN)/python bench/sql_lineage.py
 	$(BIN)/python bench/store.py
+	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/spark_overhead.py
 	$(BIN)/python bench/privacy_search.py
 	$(BIN)/python bench/taint_plan.py
