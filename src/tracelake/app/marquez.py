@@ -156,12 +156,16 @@ class MarquezCatalog:
         self._service = service
         self._store = service.store
         self._index = service.index()
-        self.names: MarquezNames = service.per_graph_version(
-            "marquez.names", lambda: MarquezNames(service), max_age=NAMES_FOR
-        )
         self._runs: dict[str, list[RunRecord]] = {}
         self._versions: dict[str, list[ProcessVersion]] = {}
         self._dataset_versions: dict[str, list[DatasetVersion]] = {}
+
+    @cached_property
+    def names(self) -> MarquezNames:
+        """Every dataset and job under its Marquez name: read when a route first needs them (the
+        lineage routes do not), then shared by the requests of this graph version."""
+        service = self._service
+        return service.per_graph_version("marquez.names", lambda: MarquezNames(service), max_age=NAMES_FOR)
 
     # -- the graph
 
