@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -203,11 +205,10 @@ def test_a_run_its_store_refused_at_the_end_keeps_its_journal_and_its_outcome(
     people, out = lake.read("people"), lake.output("refused")
     # a store that takes no write (a real one: SQLite opened read-only) stands for one that is down
     read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
-    with (
-        caplog.at_level(logging.WARNING, logger="tracelake.spark"),
-        track(lake.spark, "refused", store=read_only) as tracker,
-    ):
-        people.select("id").write.parquet(out)
+    with caplog.at_level(logging.WARNING, logger="tracelake.spark"):
+        with track(lake.spark, "refused", store=read_only) as tracker:
+            people.select("id").write.parquet(out)
+        assert tracker.wait_stored()
     assert tracker.run.status == "COMPLETE"
     (journal,) = _journals(tmp_path)
     assert any("keeps it for the next tracelake command" in r.getMessage() for r in caplog.records)
@@ -220,3 +221,33 @@ def test_a_run_its_store_refused_at_the_end_keeps_its_journal_and_its_outcome(
     assert _runs(database) == {"spark.job/refused": ("COMPLETE", tracker.run.ended_at)}
     assert stored == {("people", "refused"), ("people#id", "refused#id")}
     assert not journal.exists()
+
+
+def test_stop_leaves_the_store_write_to_the_worker_and_the_process_reads_it_made(
+    lake: Lake, tmp_path: Path
+) -> None:
+    database = tmp_path / "lineage.db"
+    url = f"sqlite:///{database}"
+    LineageStore(url).close()
+    people, out = lake.read("people"), lake.output("behind")
+    tracker = track(lake.spark, "behind", store=url)
+    people.select("id").write.parquet(out)
+    # another process writing, holding the store's write lock: the run cannot be stored for now
+    other_writer = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    other_writer.execute("BEGIN IMMEDIATE")
+    try:
+        tracker.stop()  # returns though the store is locked: the run's end is in its journal
+        assert tracker.run.status == "COMPLETE"
+        assert not tracker.wait_stored(timeout=0.5)
+        assert _journals(tmp_path)  # stored by no one yet, it is still there to be recovered
+        threading.Timer(1.0, other_writer.rollback).start()
+        # read while the lock is still held: the read waits for the write this process owes
+        runs = _runs(database)
+    finally:
+        other_writer.close()
+    assert runs == {"spark.job/behind": ("COMPLETE", tracker.run.ended_at)}
+    with LineageStore(url) as store:
+        stored = {(lake.short(e.source), lake.short(e.target)) for e in store.edges()}
+    assert stored == {("people", "behind"), ("people#id", "behind#id")}
+    assert tracker.wait_stored(timeout=10)
+    assert _journals(tmp_path) == []

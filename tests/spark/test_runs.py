@@ -255,15 +255,20 @@ def test_the_emitter_hears_start_and_end(lake: Lake) -> None:
     people, out = lake.read("people"), lake.output("out")
     store = f"sqlite:///{lake.root / 'l.db'}"
     recorder = _Recorder()
-    with track(lake.spark, "emitting", store=store, emitter=recorder):
+    with track(lake.spark, "emitting", store=store, emitter=recorder) as tracker:
         people.select("id").write.parquet(out)
+    assert tracker.wait_stored()  # the run's end is emitted beside the job, once it is stored
     # the table-level edge and the one column's
     assert recorder.events == [("start", "RUNNING", 0, None), ("complete", "COMPLETE", 2, None)]
 
     failing = _Recorder()
-    with pytest.raises(ZeroDivisionError), track(lake.spark, "emitting", store=store, emitter=failing):
+    with (
+        pytest.raises(ZeroDivisionError),
+        track(lake.spark, "emitting", store=store, emitter=failing) as tracker,
+    ):
         people.count()
         _ = 1 / 0
+    assert tracker.wait_stored()
     assert failing.events == [("start", "RUNNING", 0, None), ("fail", "FAIL", 0, "ZeroDivisionError")]
 
 

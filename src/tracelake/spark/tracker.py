@@ -18,9 +18,12 @@ the run ABORT, when it was last heard from.
 The run ends at `stop()` (or leaving the `with` block), or where the job never says so
 (`_EndHooks`): `SparkSession.stop()`, the interpreter's exit (an uncaught exception fails the run)
 and SIGTERM (ABORT). Ending waits for the bus, detaches the listener, reads the journal to its
-end, records the run — FAIL with the error class when an exception ended it or an action failed,
-even one the job caught — stores it, removes the journal and tells the optional emitter. A run
-the store would not take at its end keeps its journal (and its outcome) for `recover`.
+end and records how the run ended in it — FAIL with the error class when an exception ended it or
+an action failed, even one the job caught. Then the job goes on while the worker stores the run,
+removes the journal and tells the optional emitter (~10 ms a run, which the job's thread no
+longer waits for): this process's next use of the store waits for that write (`store.owed`), and
+so do the interpreter's exit and SIGTERM. A run the store would not take at its end keeps its
+journal (and its outcome) for `recover`.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from tracelake.collect.spark_run import (
 )
 from tracelake.model import LineageBatch, Run, names, utcnow
 from tracelake.model.store_urls import store_label
-from tracelake.store import LineageStore, leases
+from tracelake.store import LineageStore, leases, owed
 
 if TYPE_CHECKING:  # the emitter brings in the OpenLineage client; only a run that emits needs it
     from tracelake.emit import LineageEmitter
@@ -155,9 +158,13 @@ class SparkTracker:
         return self._worker.wait_idle(max(deadline - time.monotonic(), 0.0))
 
     def stop(self, error: BaseException | None = None, *, aborted: bool = False) -> None:
-        """End the run: flush, detach, record it, store it, emit. The run is FAIL with `error`'s
-        class, or with the first failed action's when the job caught it and went on; ABORT when
-        `aborted` (the driver is being terminated); else COMPLETE."""
+        """End the run: flush, detach, record how it ended, and hand it to the worker to store and
+        emit. The run is FAIL with `error`'s class, or with the first failed action's when the job
+        caught it and went on; ABORT when `aborted` (the driver is being terminated); else COMPLETE.
+
+        Returns once the run's end is in its journal: the store write goes on beside the job
+        (`wait_stored` waits for it), this process's next use of the store waits for it first
+        (`store.owed`), and the interpreter's exit waits for it too."""
         if self._stopped:
             return
         self._stopped = True
@@ -170,27 +177,17 @@ class SparkTracker:
         spark_journal.write_ending(
             self._journal.directory, record.status, record.error_class, record.ended_at
         )
-        self._worker.ingest_now()
-        self._worker.close(_FLUSH_TIMEOUT)
-        spark_journal.let_go(record.header)
-        if self._stored_at_end:
-            # beside the store, a journal is put aside at once and its files removed later;
-            # a private temporary one is removed now (nothing would sweep its folder)
-            directory = self._journal.directory
-            beside_store = directory.parent == spark_journal.journal_root(self._store.url)
-            spark_journal.discard(directory, later=beside_store)
-            if self._leased:
-                self._lease("released", leases.release)
-        else:
-            logger.warning(
-                "Spark run %s of %r not stored; its journal %s keeps it for the next tracelake command",
-                record.header.run_id,
-                self.job,
-                self._journal.directory,
-            )
-        self._emit("complete" if record.status == COMPLETE else "fail")
-        if self._owns_store:
-            self._store.close()
+        owed.promise(self._store.url, self._worker)
+        _ENDING.add(self)
+        if not self._worker.end():  # no worker to hand it to (it cannot have died, but if it did)
+            self._ingest()
+            self._ended()
+
+    def wait_stored(self, timeout: float = _FLUSH_TIMEOUT) -> bool:
+        """Wait until the stopped run is stored (or, refused by the store, left in its journal
+        for recovery) and emitted; False on timeout."""
+        self._worker.join(timeout)
+        return not self._worker.is_alive()
 
     def __enter__(self) -> SparkTracker:
         return self
@@ -201,6 +198,34 @@ class SparkTracker:
         self.stop(exc)
 
     # -- on the worker thread -------------------------------------------------------------
+
+    def _ended(self) -> None:
+        """After the run's last ingest: drop its journal if it is stored, release its lease,
+        tell the emitter, and say the write the run owed its store is made."""
+        try:
+            record = self._record
+            spark_journal.let_go(record.header)
+            if self._stored_at_end:
+                # beside the store, a journal is put aside at once and its files removed later;
+                # a private temporary one is removed now (nothing would sweep its folder)
+                directory = self._journal.directory
+                beside_store = directory.parent == spark_journal.journal_root(self._store.url)
+                spark_journal.discard(directory, later=beside_store)
+                if self._leased:
+                    self._lease("released", leases.release)
+            else:
+                logger.warning(
+                    "Spark run %s of %r not stored; its journal %s keeps it for the next tracelake command",
+                    record.header.run_id,
+                    self.job,
+                    self._journal.directory,
+                )
+            self._emit("complete" if record.status == COMPLETE else "fail")
+            if self._owns_store:
+                self._store.close()
+        finally:
+            owed.kept(self._store.url, self._worker)
+            _ENDING.discard(self)
 
     def _drain_bus(self, timeout: float) -> None:
         """Wait until Spark has told the listener of every finished action."""
@@ -291,6 +316,16 @@ def _journal_directory(store: LineageStore, header: RunHeader) -> Path:
             root,
         )
         return spark_journal.make_journal(None, header)
+
+
+# Runs stopped whose worker is still storing them: the interpreter's exit waits for each.
+_ENDING: set[SparkTracker] = set()
+
+
+@atexit.register
+def _wait_for_ending_runs() -> None:
+    for tracker in list(_ENDING):
+        tracker.wait_stored()
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,10 +454,12 @@ class _EndHooks:
 
     def _at_exit(self) -> None:
         self._tracker.stop(self._uncaught)
+        self._tracker.wait_stored()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         before = self._sigterm_before
         self._tracker.stop(aborted=True)
+        self._tracker.wait_stored()
         if callable(before):
             before(signum, frame)
         elif before != signal.SIG_IGN:
@@ -451,7 +488,7 @@ class _Worker(threading.Thread):
         self._changed = False  # lineage changed since the last ingest
         self._last_ingest = time.monotonic()
         self._last_renewal = time.monotonic()
-        self._closing = False
+        self._ending = False
 
     def ingest_now(self) -> None:
         with self._cond:
@@ -462,12 +499,16 @@ class _Worker(threading.Thread):
         with self._cond:
             return self._cond.wait_for(lambda: not self._busy and not self._dirty, timeout=timeout)
 
-    def close(self, timeout: float) -> None:
-        self.wait_idle(timeout)
+    def end(self) -> bool:
+        """Ingest the ended run one last time, then run the tracker's end (`_ended`) and stop;
+        False when the worker is not running to do it."""
         with self._cond:
-            self._closing = True
+            if not self.is_alive():
+                return False
+            self._dirty = True
+            self._ending = True
             self._cond.notify_all()
-        self.join(timeout)
+        return True
 
     def _due(self) -> float:
         """Seconds until changed lineage must be ingested (the interval when nothing changed)."""
@@ -480,13 +521,20 @@ class _Worker(threading.Thread):
 
     def run(self) -> None:
         self._tracker._begin()
+        try:
+            self._work()
+        finally:
+            if self._ending:
+                self._tracker._ended()
+
+    def _work(self) -> None:
         while True:
             with self._cond:
                 self._cond.wait_for(
-                    lambda: self._dirty or self._closing,
+                    lambda: self._dirty or self._ending,
                     timeout=min(self.POLL, self._due(), self._renewal_due()),
                 )
-                if self._closing and not self._dirty:
+                if self._ending and not self._dirty:
                     return
                 self._busy = True
             if self._renewal_due() == 0.0 and self._tracker._leased:

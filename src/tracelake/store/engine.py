@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from tracelake.store import owed
 from tracelake.store import schema as s
 from tracelake.store.location import StoreError, StoreUnavailable, store_url
 
@@ -41,6 +42,8 @@ def open_engine(url: str, *, echo: bool = False) -> sa.Engine:
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     sa.event.listen(engine, "handle_error", _unavailable)
+    # what another thread of this process owes the store is written before this one reads it
+    sa.event.listen(engine, "engine_connect", lambda _conn: owed.settle(url))
     _prepare(engine)
     return engine
 

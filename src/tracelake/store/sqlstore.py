@@ -28,6 +28,7 @@ from tracelake.model import (
     Signal,
     utcnow,
 )
+from tracelake.store import owed
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.engine import chunks, markers, open_engine, until_won
@@ -64,6 +65,7 @@ class LineageStore:
         return self.engine.dialect.name
 
     def close(self) -> None:
+        owed.settle(self.url)  # what another thread is writing here lands first
         self.engine.dispose()
 
     def __enter__(self) -> LineageStore:
