@@ -17,6 +17,9 @@ from rich.markup import escape
 from tracelake.model import InputError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
     from tracelake.app.service import Tracelake
 
 out = Console(soft_wrap=True)
@@ -24,6 +27,28 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# rich's tables and bars load when a command prints one, not for every command and help page
+def new_table(title: str | None = None, **options: Any) -> Table:
+    from rich.table import Table
+
+    return Table(title=title, **options)
+
+
+def progress_bar(*, transient: bool = False) -> Progress:
+    """A bar on stderr for a person watching; hidden when stderr is not a terminal (a log)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=transient,
+        disable=not err.is_terminal,
+    )
 
 
 class OutputFormat(StrEnum):

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from tracelake.cli.common import (
     DbOption,
     UserError,
     err,
     friendly_errors,
+    new_table,
     open_service,
     out,
     parse_time,
@@ -29,6 +29,8 @@ from tracelake.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from tracelake.app.entities import AirflowSettings, EntityOperations
     from tracelake.store.entity_status import InstanceStatus
     from tracelake.temporal.entities import Entity
@@ -94,7 +96,7 @@ def load_command(
 def list_command(db: DbOption = None) -> None:
     """The stored entities, upstream first."""
     graph = open_entities(db).graph()
-    table = Table(title="entities")
+    table = new_table(title="entities")
     for column in ("entity", "period", "kind", "time zone", "states", "depends on", "airflow"):
         table.add_column(column, overflow="fold")
     for name in graph.order:
@@ -121,7 +123,7 @@ def link_command(db: DbOption = None) -> None:
     if not findings:
         out.print("every observed flow between entities is a declared dependency", highlight=False)
         return
-    table = Table(title="entities against lineage")
+    table = new_table(title="entities against lineage")
     for column in ("finding", "upstream", "downstream", "detail", "suggestion"):
         table.add_column(column, overflow="fold")
     for finding in findings:
@@ -147,7 +149,7 @@ def status_command(
 
 
 def _status_table(entity: Entity, rows: list[InstanceStatus], title: str) -> Table:
-    table = Table(title=title)
+    table = new_table(title=title)
     for column in ("instance", "states", "valid", "reason", "by", "changed", "run"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -190,7 +192,7 @@ def ready_command(
     if readiness.ready:
         out.print(f"{entity} {label} is ready to be {state}", highlight=False)
         return
-    table = Table(title=f"{entity} {label} is not ready to be {state}")
+    table = new_table(title=f"{entity} {label} is not ready to be {state}")
     for column in ("upstream", "instance", "problem", "detail"):
         table.add_column(column, overflow="fold")
     for blocker in readiness.blockers:
@@ -280,7 +282,7 @@ def reconcile_command(
     if not drifts:
         out.print("the status table and Airflow agree", highlight=False)
         return
-    table = Table(title="drift between the status table and Airflow")
+    table = new_table(title="drift between the status table and Airflow")
     for column in ("entity", "instance", "airflow", "problem"):
         table.add_column(column, overflow="fold")
     for drift in drifts:
@@ -291,7 +293,7 @@ def reconcile_command(
 
 
 def _print_plan(plan: TaintPlan, reason: str) -> None:
-    table = Table(title=f"taint {plan.entity} [{plan.start}, {plan.end}): {reason}")
+    table = new_table(title=f"taint {plan.entity} [{plan.start}, {plan.end}): {reason}")
     for column in ("#", "entity", "from", "to", "instances", "action", "states", "path"):
         table.add_column(column, overflow="fold")
     for number, step in enumerate(plan.steps, 1):

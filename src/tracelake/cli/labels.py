@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from tracelake.cli.common import DbOption, UserError, friendly_errors, open_service, out
+from tracelake.cli.common import DbOption, UserError, friendly_errors, new_table, open_service, out
 from tracelake.model import Confidence, Transformation
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ def list_command(
 ) -> None:
     """Declared and inferred labels, with where each inferred one came from."""
     found = _review(db).assignments(node=node, label=label)
-    table = Table(title="labels")
+    table = new_table(title="labels")
     for column in ("label", "node", "provenance", "from", "hops"):
         table.add_column(column, overflow="fold")
     for item in found:
@@ -100,7 +99,7 @@ def propagate_command(
         actor=getpass.getuser(),
     )
     result, changes, declared = outcome.result, outcome.changes, outcome.declared
-    table = Table(title="propagation")
+    table = new_table(title="propagation")
     for column in ("label", "declared on", "inferred on"):
         table.add_column(column)
     for name, walk in result.walks.items():
@@ -118,7 +117,7 @@ discover_app = typer.Typer(help="Discovery sessions: review where labelled data 
 
 
 def _print_session(session: Session, new: list[str] | None = None) -> None:
-    table = Table(title=f"{session.id}: {session.label}, round {session.round}")
+    table = new_table(title=f"{session.id}: {session.label}, round {session.round}")
     for column in ("node", "state", "round", "from", "reason"):
         table.add_column(column, overflow="fold")
     for urn, member in sorted(session.members.items(), key=lambda item: (item[1].round, item[0])):
@@ -244,7 +243,7 @@ def check_command(
         document = [{**vars(v), "path": list(v.path)} for v in violations]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     elif violations:
-        table = Table(title="policy violations")
+        table = new_table(title="policy violations")
         for column in ("policy", "kind", "violation", "path"):
             table.add_column(column, overflow="fold")
         for v in violations:
@@ -263,7 +262,7 @@ def hot_command(
     """The hottest assets: PageRank over what depends on what, reads voting too (the most
     relied-upon first), with how many runs read each without writing from it, and by how many readers."""
     ranked = _review(db).hottest(limit)
-    table = Table(title="hottest assets")
+    table = new_table(title="hottest assets")
     for column in ("#", "asset", "score", "reading runs", "readers"):
         table.add_column(column)
     for number, hot in enumerate(ranked, 1):

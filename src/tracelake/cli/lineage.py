@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tracelake.cli import render
 from tracelake.cli.common import (
@@ -22,15 +20,19 @@ from tracelake.cli.common import (
     err,
     exit_with_problems,
     friendly_errors,
+    new_table,
     open_service,
     out,
     parse_time,
     print_line,
+    progress_bar,
 )
 from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Signal
 from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from tracelake.app.service import DiffView, TraversalFilters
     from tracelake.app.views import GraphView
     from tracelake.graph.traverse import Direction
@@ -128,15 +130,7 @@ def ingest_sql(
             raise UserError(f"--var {pair!r}: expected NAME=VALUE")
         variables[name.strip()] = value
     service = open_service(db)
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
+    with progress_bar(transient=True) as progress:
         task = progress.add_task(f"parsing {path}", total=None)
         summary = service.ingest_sql(
             path,
@@ -229,7 +223,7 @@ def impact(
     if output is OutputFormat.json:
         print(json.dumps({"impacted": [i.to_json() for i in impacted]}, indent=2))
         return
-    table = Table(title=f"impact of {', '.join(nodes)}")
+    table = new_table(title=f"impact of {', '.join(nodes)}")
     for column in ("asset", "distance", "owner", "layer", "via fields"):
         table.add_column(column)
     for item in impacted:
@@ -284,7 +278,7 @@ def show(
     if output is OutputFormat.json:
         print(json.dumps(details.to_json(), indent=2))
         return
-    facts = Table(show_header=False, title=record.urn)
+    facts = new_table(show_header=False, title=record.urn)
     for key, value in (
         ("kind", f"{record.node_type} ({record.kind})"),
         ("owner", record.owner),
@@ -350,7 +344,7 @@ def problems(
 ) -> None:
     """Input that could not be read (bad SQL, malformed log lines), as recorded at ingest."""
     recorded = open_service(db).problems(limit)
-    table = Table(title="recorded problems")
+    table = new_table(title="recorded problems")
     for column in ("source", "where", "reason"):
         table.add_column(column, overflow="fold")
     for problem in recorded:
@@ -367,7 +361,7 @@ def short(urn: str) -> str:
 
 
 def edge_table(edges: list[EdgeVersion], *, title: str, with_process: bool = False) -> Table:
-    table = Table(title=title)
+    table = new_table(title=title)
     columns = ("source", "target", "transformation", "confidence", "signal")
     for column in (*columns, "process") if with_process else columns:
         table.add_column(column, overflow="fold")
@@ -385,7 +379,7 @@ def edge_table(edges: list[EdgeVersion], *, title: str, with_process: bool = Fal
 
 def change_table(changes: list[AssetChange]) -> Table:
     """A dataset's lifecycle: what DDL (or a producer's lifecycle facet) did to it, and when."""
-    table = Table(title="lifecycle")
+    table = new_table(title="lifecycle")
     for column in ("at", "change", "columns after", "by"):
         table.add_column(column, overflow="fold")
     for change in changes:
@@ -401,7 +395,7 @@ def change_table(changes: list[AssetChange]) -> Table:
 def reader_table(reads: list[AssetRead], counts: ReadCounts) -> Table:
     """Who read a dataset without writing from it (newest first): user, job, when, which columns."""
     shown = f"; the latest {len(reads)}" if len(reads) < counts.runs else ""
-    table = Table(title=f"readers ({counts.runs} reading runs by {counts.readers} readers{shown})")
+    table = new_table(title=f"readers ({counts.runs} reading runs by {counts.readers} readers{shown})")
     for column in ("at", "user", "process", "columns", "signal"):
         table.add_column(column, overflow="fold")
     for read in reads:
@@ -423,7 +417,7 @@ def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:
     elif output is OutputFormat.mermaid:
         sys.stdout.write(render.to_mermaid(view))
     else:
-        nodes = Table(title=title)
+        nodes = new_table(title=title)
         for column in ("distance", "node", "kind", "owner"):
             nodes.add_column(column, overflow="fold")
         for node in view.nodes:

@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tracelake.app.limits import DEFAULT_FPP, MAX_ID_LENGTH, MAX_IDS
-from tracelake.cli.common import DbOption, UserError, err, friendly_errors, open_service, out
+from tracelake.cli.common import (
+    DbOption,
+    UserError,
+    err,
+    friendly_errors,
+    new_table,
+    open_service,
+    out,
+    progress_bar,
+)
 from tracelake.model.textfile import read_text
 
 if TYPE_CHECKING:
@@ -56,7 +63,7 @@ def index_command(
     from tracelake.app.privacy import index_dataset
 
     report = index_dataset(path, identity, fpp=fpp)
-    table = Table(title=f"identity index of {report.path}")
+    table = new_table(title=f"identity index of {report.path}")
     for column in ("files indexed", "left unindexed", "distinct ids", "index bytes", "bits/id", "seconds"):
         table.add_column(column, justify="right")
     table.add_row(
@@ -90,7 +97,7 @@ def verify_command(
     from tracelake.app.privacy import verify_index
 
     report = verify_index(path, identity or (), repair=repair, fpp=fpp)
-    table = Table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
+    table = new_table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
     for column in (
         "files",
         "checked",
@@ -149,7 +156,7 @@ def targets_command(db: DbOption = None) -> None:
     """The datasets privacy requests cover: declared, or reached by identities through lineage."""
     with _privacy(db) as privacy:
         targets = privacy.targets()
-    table = Table(title=f"{len(targets)} privacy targets")
+    table = new_table(title=f"{len(targets)} privacy targets")
     for column in ("dataset", "identity columns", "searchable", "why"):
         table.add_column(column)
     for target in targets:
@@ -215,7 +222,7 @@ def requests_command(
     """Privacy requests, newest first."""
     with _privacy(db) as privacy:
         requests = privacy.requests(status=status, limit=limit)
-    table = Table(title=f"{len(requests)} privacy requests")
+    table = new_table(title=f"{len(requests)} privacy requests")
     for column in ("request", "kind", "status", "requester", "ids", "submitted", "rows", "error"):
         table.add_column(column)
     for request in requests:
@@ -243,7 +250,7 @@ def audit_command(
     """The audit trail of privacy requests: who asked what, when, and what it touched."""
     with _privacy(db) as privacy:
         events = privacy.audit(request, limit=limit)
-    table = Table(title=f"{len(events)} audit events")
+    table = new_table(title=f"{len(events)} audit events")
     for column in ("at", "request", "event", "requester", "details"):
         table.add_column(column)
     for event in events:
@@ -300,16 +307,7 @@ def _run(
     max_files: int | None = None,
     max_bytes: int | None = None,
 ) -> None:
-    with (
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            disable=not err.is_terminal,  # a bar is for a person watching, not for a log
-        ) as bar,
-    ):
+    with progress_bar() as bar:
         task = bar.add_task(f"{kind} requests", total=None)
 
         def advance(job: SubJob, number: int, total: int) -> None:
@@ -326,7 +324,7 @@ def _print_run(kind: str, report: RunReport, egress: Path) -> None:
     if not report.done and not report.failed:
         out.print(f"no {kind} request waiting")
         return
-    table = Table(title=f"{kind} requests run")
+    table = new_table(title=f"{kind} requests run")
     for column in ("request", "status", "datasets", "files read", "files skipped", "rows", "seconds"):
         table.add_column(column)
     for request_id, receipt in report.receipts.items():
