@@ -1,7 +1,7 @@
 """Analyses over the lineage graph: pure functions over an in-memory graph index."""
 
 from tracelake.graph.cache import IndexCache
-from tracelake.graph.index import GraphIndex, refresh
+from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import ImpactedAsset, LineageResult, impact, lineage, paths
 
 __all__ = [
@@ -12,5 +12,4 @@ __all__ = [
     "impact",
     "lineage",
     "paths",
-    "refresh",
 ]

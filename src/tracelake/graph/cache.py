@@ -1,6 +1,6 @@
-"""Keeps one graph index per store, and keeps it fresh: rebuilt when the store's graph version
-moved, and kept on disk beside the store (`index_files`) once it takes long enough to build that
-the next process should open it rather than build it again (issue 21).
+"""Keeps one graph index per store, and keeps it fresh: caught up (or rebuilt) when the store's
+graph version moved, and kept on disk beside the store (`index_files`) once it takes long enough
+to build that the next process should open it rather than build it again (issue 21).
 
 `TRACELAKE_INDEX` names the folder the index is kept in, or `off` for none; by default it is
 beside a SQLite file (`lineage.db.index`), or under `~/.tracelake/index/` for a server's store.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelake.graph import index_files
+from tracelake.graph.catch_up import catch_up
 from tracelake.graph.index import GraphIndex
 from tracelake.model.store_urls import files_of, store_label
 
@@ -28,6 +29,9 @@ INDEX_ENV = "TRACELAKE_INDEX"
 # An index that builds faster than this is rebuilt by the next process rather than kept: writing
 # its files would cost about what building it does.
 KEEP_AFTER = 0.2
+# An index caught up from its kept files is written again once what it caught up passes this
+# share of them: until then each new process catches up from the kept one, at a small cost.
+REKEEP = 0.05
 
 
 def index_root(store_url: str) -> Path | None:
@@ -42,16 +46,20 @@ def index_root(store_url: str) -> Path | None:
 
 
 class IndexCache:
-    """Keeps one index per store and rebuilds it when `graph_version()` moved.
+    """Keeps one index per store and brings it to the store's graph version when that moved.
 
     Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
-    every time. A stale index is rebuilt at once, the caller waiting, while builds are quick
-    (under `wait_budget` seconds last time): small stores always answer from the latest graph.
-    Once a build takes longer (seconds, at millions of edges), a server that is being written to
-    would otherwise rebuild before nearly every query, each reader queued behind the lock: then
-    readers keep the index they have, one background thread builds the next, and it replaces the
-    old one when done — answers lag the newest writes by at most one build. Indexes are immutable,
-    so readers of an old one are safe.
+    every time. A stale index catches up from the changes since its version (`catch_up`: the
+    rows those ingests wrote, merged in), or is built again when the changes cannot be placed.
+    The caller waits while that is quick (under `wait_budget` seconds last time): the answers
+    follow the latest graph. One caller refreshes at a time; the others answer from the index
+    there is meanwhile instead of queueing behind it. Once a refresh takes longer, readers keep
+    the index they have, one background thread refreshes it, and the new one replaces the old
+    when done. Indexes are immutable, so readers of an old one are safe.
+
+    The index kept on disk (`root`) is opened by a process that has none, whatever its version,
+    and caught up; it is written again after a build that took `keep_after` seconds or more, or
+    when what was caught up since it was written passes `REKEEP` of it.
     """
 
     def __init__(
@@ -68,9 +76,11 @@ class IndexCache:
         self.root = index_root(store.url) if root is True else root or None
         self.keep_after = keep_after
         self.builds = 0
+        self.catch_ups = 0  # indexes brought up to date from the store's changes, not built
         self.loads = 0  # indexes opened from disk rather than built
-        self.last_build_seconds = 0.0
+        self.last_build_seconds = 0.0  # of the last build or catch-up
         self._index: GraphIndex | None = None
+        self._kept_size = 0  # nodes and edges of the index kept on disk, when this one came from it
         self._lock = threading.Lock()  # held while building
         self._flag = threading.Lock()  # guards `_building` alone, never held during a build
         self._building = False  # a background build is running
@@ -83,18 +93,31 @@ class IndexCache:
         if index is not None and self.last_build_seconds > self.wait_budget:
             self._build_in_background()
             return index
-        with self._lock:
-            current = self.store.graph_version()
-            if self._index is not None and self._index.version == current:
-                return self._index  # another caller built it while this one waited
-            if self._index is None:
-                kept = self._open_kept(current)
-                if kept is not None:
-                    return kept
-            return self._build()
+        if index is None:
+            with self._lock:
+                return self._fresh()
+        # one reader refreshes; the others answer from the index there is meanwhile, rather
+        # than queue behind it (a server written to many times a second would refresh for each)
+        if not self._lock.acquire(blocking=False):
+            return index
+        try:
+            return self._fresh()
+        finally:
+            self._lock.release()
 
-    def _open_kept(self, version: int) -> GraphIndex | None:
-        """The index kept on disk for this store at `version`, if there is one."""
+    def _fresh(self) -> GraphIndex:
+        """The index at the store's version (the lock held)."""
+        current = self.store.graph_version()
+        if self._index is not None and self._index.version == current:
+            return self._index  # another caller built it while this one waited
+        if self._index is None:
+            kept = self._open_kept()
+            if kept is not None and kept.version == current:
+                return kept
+        return self._refresh()
+
+    def _open_kept(self) -> GraphIndex | None:
+        """Take the index kept on disk for this store, if there is one."""
         if self.root is None or not (self.root / index_files.CURRENT).is_file():
             return None
         try:
@@ -102,14 +125,29 @@ class IndexCache:
         except Exception:  # a store read-only before it ever had an identity keeps no index
             return None
         kept = index_files.load(self.root, store=identity)
-        if kept is None or kept.version != version:
+        if kept is None or kept.version > self.store.graph_version():
             return None
         self._index = kept
+        self._kept_size = kept.n_nodes + kept.n_edges
         self.loads += 1
         return kept
 
-    def _build(self) -> GraphIndex:
+    def _refresh(self) -> GraphIndex:
+        """Catch the index up, or build it when there is none or the changes cannot be placed."""
         started = time.perf_counter()
+        index = self._index
+        caught = catch_up(index, self.store) if index is not None else None
+        if caught is None:
+            return self._build(started)
+        self.last_build_seconds = time.perf_counter() - started
+        self._index = caught
+        self.catch_ups += 1
+        grown = caught.n_nodes + caught.n_edges - self._kept_size
+        if self.root is not None and self._kept_size and grown > REKEEP * self._kept_size:
+            self._keep(caught)
+        return caught
+
+    def _build(self, started: float) -> GraphIndex:
         index = GraphIndex.from_store(self.store)
         self.last_build_seconds = time.perf_counter() - started
         self._index = index
@@ -124,6 +162,7 @@ class IndexCache:
         assert self.root is not None
         try:
             index_files.save(index, self.root, store=self._identity())
+            self._kept_size = index.n_nodes + index.n_edges
         except Exception as error:  # a full disk, a read-only store: the next process builds
             logger.warning("graph index not kept at %s (%s: %s)", self.root, type(error).__name__, error)
 
@@ -139,7 +178,7 @@ class IndexCache:
         def build() -> None:
             try:
                 with self._lock:
-                    self._build()
+                    self._refresh()
             finally:
                 self._building = False
 

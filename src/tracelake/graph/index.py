@@ -9,8 +9,9 @@ in well under a second once the snapshot is loaded.
 
 The index holds every edge *version*, not only the open ones: analyses filter by validity
 at query time, which is what makes lineage "as of" a past date as cheap as lineage now.
-An index is immutable; `cache.IndexCache` (or `refresh`) swaps in a new one when the store's
-`graph_version()` moved, and reuses the old one otherwise.
+An index is immutable; `cache.IndexCache` swaps in a new one when the store's `graph_version()`
+moved (caught up from the changes since, `catch_up`, or built again), and reuses the old one
+otherwise.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class GraphIndex:
     edge_is_field: np.ndarray  # bool: a field→field edge (else asset→asset)
     downstream: Adjacency  # grouped by source
     upstream: Adjacency  # grouped by target
+    ended: Mapping[int, int]  # ends of ended assets applied to edge_valid_to: store id → µs (catch_up)
 
     # ------------------------------------------------------------------ building
 
@@ -100,7 +102,7 @@ class GraphIndex:
     def from_snapshot(cls, snap: GraphSnapshot) -> GraphIndex:
         n = len(snap.node_ids)
         node_ids = np.asarray(snap.node_ids, dtype=np.int64)
-        # The snapshot orders nodes by id, which `_positions_of` relies on to map ids to positions.
+        # The snapshot orders nodes by id, which `positions_of` relies on to map ids to positions.
         if n > 1 and not bool(np.all(node_ids[1:] > node_ids[:-1])):
             raise ValueError("snapshot nodes must be ordered by store id")
         positions = dict(zip(snap.node_urns, range(n), strict=True))
@@ -110,13 +112,13 @@ class GraphIndex:
         code_of = {kind: code for code, kind in enumerate(kinds)}
         kind_codes = np.fromiter((code_of[kind] for kind in snap.node_kinds), dtype=np.int32, count=n)
         node_types = np.asarray(snap.node_types, dtype=np.int8)
-        parents = _positions_of(node_ids, np.asarray(snap.node_parents, dtype=np.int64))
+        parents = positions_of(node_ids, np.asarray(snap.node_parents, dtype=np.int64))
         self_positions = np.arange(n, dtype=np.int64)
         asset_of = np.where(node_types == FIELD, parents, np.where(node_types == ASSET, self_positions, -1))
 
-        source = _positions_of(node_ids, np.asarray(snap.edge_source, dtype=np.int64))
-        target = _positions_of(node_ids, np.asarray(snap.edge_target, dtype=np.int64))
-        process = _positions_of(node_ids, np.asarray(snap.edge_process, dtype=np.int64))
+        source = positions_of(node_ids, np.asarray(snap.edge_source, dtype=np.int64))
+        target = positions_of(node_ids, np.asarray(snap.edge_target, dtype=np.int64))
+        process = positions_of(node_ids, np.asarray(snap.edge_process, dtype=np.int64))
         if len(source) and (source.min() < 0 or target.min() < 0):
             raise ValueError("snapshot has edges whose endpoints are not among its nodes")
         valid_to = np.asarray(snap.edge_valid_to, dtype=np.int64)
@@ -142,6 +144,7 @@ class GraphIndex:
             edge_is_field=node_types[source] == FIELD,
             downstream=Adjacency.build(n, source, target, is_open),
             upstream=Adjacency.build(n, target, source, is_open),
+            ended=dict(snap.ended),
         )
 
     @classmethod
@@ -252,7 +255,7 @@ class GraphIndex:
         return tuple(ranked[:limit])
 
 
-def _positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Store ids → positions in `sorted_ids`; ids that are absent (or -1) map to -1."""
     if len(sorted_ids) == 0:
         return np.full(len(ids), -1, dtype=np.int64)
@@ -265,10 +268,3 @@ def _positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     found = np.searchsorted(sorted_ids, ids)
     clipped = np.minimum(found, len(sorted_ids) - 1)
     return np.where(sorted_ids[clipped] == ids, clipped, -1).astype(np.int64)
-
-
-def refresh(index: GraphIndex | None, store: LineageStore) -> GraphIndex:
-    """`index` itself if the store has not changed since it was built, else a fresh index."""
-    if index is not None and index.version == store.graph_version():
-        return index
-    return GraphIndex.from_store(store)

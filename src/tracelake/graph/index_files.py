@@ -4,12 +4,12 @@ the pages its walk touches, instead of reading every edge from the database and 
 index again (issue 21).
 
 Layout: `<root>/<graph version>-<random>/` holds `meta.json` (format, graph version, sizes, node
-kinds), one `.npy` file per array, and the URNs as one UTF-8 blob with offsets and a hash table
-for lookups (`UrnTable`); `<root>/CURRENT` names the directory in force. A new index is written
-to a fresh directory and published by replacing CURRENT in one rename; the directories it
-replaced are removed (a reader that opened one keeps its mapped pages until it lets go). The
-store stays the system of record: an index that is missing, partial, of another format or of
-another store is not used, and the next build replaces it.
+kinds, the ends of ended assets), one `.npy` file per array, and the URNs as one UTF-8 blob with
+offsets and a hash table for lookups (`MappedUrns`); `<root>/CURRENT` names the directory in
+force. A new index is written to a fresh directory and published by replacing CURRENT in one
+rename; the directories it replaced are removed (a reader that opened one keeps its mapped pages
+until it lets go). The store stays the system of record: an index that is missing, partial, of
+another format or of another store is not used, and the next build replaces it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import xxhash
 
 from tracelake.graph.index import Adjacency, GraphIndex
 
-FORMAT = 1
+FORMAT = 2  # 2: the ends of ended assets applied (`ended`), which a catch-up starts from
 CURRENT = "CURRENT"
 META = "meta.json"
 _NODE_ARRAYS = ("node_ids", "node_types", "kind_codes", "asset_of")
@@ -149,6 +149,7 @@ def save(index: GraphIndex, root: Path, *, store: str) -> Path:
         "nodes": index.n_nodes,
         "edges": index.n_edges,
         "kinds": list(index.kinds),
+        "ended": sorted(index.ended.items()),
     }
     (staged / META).write_text(json.dumps(meta), encoding="utf-8")
     final = root / f"{index.version}-{uuid.uuid4().hex[:8]}"
@@ -192,6 +193,7 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
         kinds=tuple(meta["kinds"]),
         downstream=adjacencies["downstream"],
         upstream=adjacencies["upstream"],
+        ended={int(node_id): int(at) for node_id, at in meta["ended"]},
         **arrays,
     )
 

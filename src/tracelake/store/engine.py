@@ -26,6 +26,10 @@ ATTEMPTS = 5
 _SCHEMA_LOCK = 0x7472616365  # "trace"
 _SQLITE_BUSY = 5  # SQLite's primary result code for a lock it could not get
 _T = TypeVar("_T")
+_LOG_SINCE = (
+    "INSERT INTO store_state (key, value) SELECT 'graph_log_since', COALESCE(MAX(value), 0) "
+    "FROM store_state WHERE key = 'graph_version' ON CONFLICT (key) DO NOTHING"
+)
 
 
 def open_engine(url: str, *, echo: bool = False) -> sa.Engine:
@@ -71,6 +75,8 @@ def _prepare(engine: sa.Engine) -> None:
     with engine.connect() as conn:
         _lock_schema(conn)
         s.metadata.create_all(conn)  # checks each table first: a turn before ours made them
+        # the graph's change log starts now: an index of an older version cannot catch up from it
+        conn.exec_driver_sql(_LOG_SINCE)
         if _backfill_due(conn):
             # a store from before observations were kept: each version's start was one
             o, v = s.process_observations, s.process_versions

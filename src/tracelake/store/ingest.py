@@ -55,6 +55,7 @@ def write_batches(
         # nodes exist, their labels) another writer could change in between.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
     writes = _Writes(ids)
+    nodes_before = _top_node(conn)
     ids = writes.upsert_nodes(conn, batches, now_us, report)
     writes.write_versions(conn, batches, ids, now_us, report)
     writes.write_column_orders(conn, batches, ids, now_us)
@@ -63,8 +64,28 @@ def write_batches(
     report.reads = asset_reads.write_reads(conn, batches, ids)
     writes.write_problems(conn, batches, now_us, report)
     writes.write_events(conn, batches, now_us)
-    conn.exec_driver_sql(_BUMP_VERSION)
+    version = int(conn.exec_driver_sql(_BUMP_VERSION).scalar_one())
+    _log_changes(conn, version, (nodes_before, _top_node(conn)), writes.versions)
     return report
+
+
+def _top_node(conn: sa.Connection) -> int:
+    """The highest node id the transaction sees."""
+    return int(conn.exec_driver_sql(_TOP_NODE).scalar_one())
+
+
+def _log_changes(
+    conn: sa.Connection, version: int, nodes: tuple[int, int], versions: set[tuple[int, int]]
+) -> None:
+    """Say in `graph_log` what this ingest, which made graph version `version`, changed: the ids
+    of the nodes it inserted (the range after the highest before) and the process versions it
+    inserted, retimed or deleted, for indexes to catch up from (`LineageStore.changes_since`).
+    Edges are found by their version: SQLite gives a deleted edge's id to the next one."""
+    before, after = nodes
+    rows = [(version, "nodes", before + 1, after)] if after > before else []
+    rows += [(version, "version", pid, valid_from) for pid, valid_from in sorted(versions)]
+    if rows:
+        driver_insert(conn, s.graph_log, ("version", "what", "a", "b"), rows)
 
 
 # What a batch says of nodes that goes into width-bound columns (schema.py), and what stands in
@@ -212,6 +233,7 @@ class _Writes:
 
     def __init__(self, ids: dict[str, int]) -> None:
         self._ids = ids
+        self.versions: set[tuple[int, int]] = set()  # process versions written: (id, valid_from)
 
     def upsert_nodes(
         self, conn: sa.Connection, batches: list[LineageBatch], now_us: int, report: IngestReport
@@ -437,11 +459,13 @@ class _Writes:
             ]
 
         gone = params("delete")
+        moved = params("retime", _to=lambda v: v.valid_to)
+        self.versions.update((row["_pid"], row["_from"]) for row in (*gone, *moved))
+        self.versions.update((pid, v.valid_from) for pid, plan in plans.items() for v in plan.insert)
         if gone:
             conn.execute(_VERSION_DELETE, gone)
             result = conn.execute(_VERSION_EDGES_DELETE, gone)
             report.edges_replaced += max(result.rowcount, 0)
-        moved = params("retime", _to=lambda v: v.valid_to)
         if moved:
             conn.execute(_VERSION_CLOSE, moved)
             result = conn.execute(_VERSION_EDGES_CLOSE, moved)
@@ -756,8 +780,9 @@ _RUN_MERGE = """(run_id) DO UPDATE SET
     END"""
 _BUMP_VERSION = (
     "INSERT INTO store_state (key, value) VALUES ('graph_version', 1) "
-    "ON CONFLICT (key) DO UPDATE SET value = store_state.value + 1"
+    "ON CONFLICT (key) DO UPDATE SET value = store_state.value + 1 RETURNING value"
 )
+_TOP_NODE = "SELECT COALESCE(MAX(id), 0) FROM nodes"
 _VERSION_COLUMNS = (
     "process_id",
     "valid_from",

@@ -4,7 +4,7 @@ make them), a diff, an ingest's report, and the whole graph as arrays for the in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -116,6 +116,24 @@ class GraphSnapshot:
     edge_transformation: np.ndarray
     edge_valid_from: np.ndarray
     edge_valid_to: np.ndarray
+    # the ends of ended assets, applied to `edge_valid_to` (store id → µs), and the graph version
+    # the store's change log begins at (None: none is kept): what a catch-up starts from
+    ended: dict[int, int] = field(default_factory=dict)
+    log_since: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphChanges:
+    """What changed in the graph since an index's version (`LineageStore.changes_since`).
+
+    `snapshot` is at the store's version: the nodes inserted since, and the current rows of every
+    edge to put in the index again, by id, as stored (ends of assets not applied; `ended` holds
+    them all). `versions` are the process versions (process id, valid_from) inserted, retimed or
+    deleted since: the index drops its rows of them before putting the current ones.
+    """
+
+    snapshot: GraphSnapshot
+    versions: list[tuple[int, int]]
 
 
 def node_record(row: Any) -> NodeRecord:

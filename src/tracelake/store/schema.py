@@ -182,6 +182,21 @@ problems = sa.Table(
     sa.Column("recorded_at", sa.BigInteger, nullable=False),
 )
 
+# What each ingest changed in the graph, by the graph version it made (commit order, also on
+# PostgreSQL: the version's row is locked from the bump to the commit), so that an index can catch
+# up from the store instead of reading it all again (graph/catch_up.py). `what` is "nodes", with
+# the id range [a, b] the ingest inserted (it may also hold ids of concurrent writers, which is
+# harmless: rows are read by id), or "version", a process version (a = process id, b =
+# valid_from) whose edges were inserted, retimed or deleted.
+graph_log = sa.Table(
+    "graph_log",
+    metadata,
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("what", sa.String(8), primary_key=True),
+    sa.Column("a", sa.BigInteger, primary_key=True),
+    sa.Column("b", sa.BigInteger, primary_key=True),
+)
+
 store_state = sa.Table(
     "store_state",
     metadata,

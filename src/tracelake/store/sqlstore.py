@@ -11,24 +11,22 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 import sqlalchemy as sa
 
 from tracelake.model import (
     AssetChange,
     AssetRead,
-    Confidence,
     Lifecycle,
     LineageBatch,
     Problem,
     Signal,
     utcnow,
 )
-from tracelake.store import owed
+from tracelake.store import owed, snapshots
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.engine import chunks, markers, open_engine, until_won
@@ -37,10 +35,8 @@ from tracelake.store.location import as_url, default_url
 from tracelake.store.reads import ReadCounts
 from tracelake.store.records import (
     NODE_TYPES,
-    OPEN_END,
-    SIGNAL_CODES,
-    TRANSFORMATION_CODES,
     EdgeRecord,
+    GraphChanges,
     GraphDiff,
     GraphSnapshot,
     IngestReport,
@@ -162,7 +158,7 @@ class LineageStore:
         `snapshot`); a later change (a CREATE, a RENAME back) or a later observation of an edge
         starts them anew."""
         with self.engine.connect() as conn:
-            return {urn: from_micros(at) for urn, at in _ended(conn).values()}
+            return {urn: from_micros(at) for urn, at in snapshots.ended_assets(conn).values()}
 
     # ------------------------------------------------------------------ reads
 
@@ -187,57 +183,16 @@ class LineageStore:
             return int(conn.execute(_IDENTITY).scalar_one())
 
     def snapshot(self) -> GraphSnapshot:
-        """All nodes and edge versions as arrays (one consistent read).
-
-        Codes are computed by the database and rows are read from the driver's cursor straight
-        into numpy: at a million edges, building SQLAlchemy rows and decoding values in Python
-        took most of the time of an index rebuild.
-        """
-        e, n = s.edges, s.nodes
-        edge_query = sa.select(
-            e.c.id,
-            e.c.source_id,
-            e.c.target_id,
-            e.c.process_id,
-            _coded(e.c.signal, {str(k): v for k, v in SIGNAL_CODES.items()}),
-            _coded(e.c.confidence, {str(c): c.rank for c in Confidence}),
-            _coded(e.c.transformation, {str(k): v for k, v in TRANSFORMATION_CODES.items()}),
-            e.c.valid_from,
-            sa.func.coalesce(e.c.valid_to, OPEN_END),
-        ).order_by(e.c.id)
-        node_query = sa.select(
-            n.c.id,
-            _coded(n.c.node_type, {name: code for code, name in enumerate(NODE_TYPES)}),
-            sa.func.coalesce(n.c.parent_id, -1),
-            n.c.urn,
-            n.c.kind,
-        ).order_by(n.c.id)
+        """All nodes and edge versions as arrays (one consistent read; `snapshots`)."""
         with self.engine.connect() as conn, conn.begin():
-            version = conn.execute(_GRAPH_VERSION).scalar() or 0
-            edge_rows = _fetch_raw(conn, edge_query)
-            node_rows = _fetch_raw(conn, node_query)
-            ended = _ended(conn)
-        edge_columns = np.array(edge_rows, dtype=np.int64).reshape(-1, 9).T
-        node_numbers = np.array([r[:3] for r in node_rows], dtype=np.int64).reshape(-1, 3).T
-        if ended:
-            _end_edges_of_ended(edge_columns, node_numbers, {i: at for i, (_, at) in ended.items()})
-        return GraphSnapshot(
-            version=version,
-            node_ids=node_numbers[0].copy(),
-            node_urns=[r[3] for r in node_rows],
-            node_types=node_numbers[1].astype(np.int8),
-            node_kinds=[r[4] for r in node_rows],
-            node_parents=node_numbers[2].copy(),
-            edge_ids=edge_columns[0].copy(),
-            edge_source=edge_columns[1].copy(),
-            edge_target=edge_columns[2].copy(),
-            edge_process=edge_columns[3].copy(),
-            edge_signal=edge_columns[4].astype(np.int8),
-            edge_confidence=edge_columns[5].astype(np.int8),
-            edge_transformation=edge_columns[6].astype(np.int8),
-            edge_valid_from=edge_columns[7].copy(),
-            edge_valid_to=edge_columns[8].copy(),
-        )
+            return snapshots.read_snapshot(conn)
+
+    def changes_since(self, version: int, ended: Mapping[int, int]) -> GraphChanges | None:
+        """What changed in the graph after `version`, for an index of that version whose assets'
+        ends were `ended` to catch up (one consistent read); None when the store's change log
+        does not reach back to it (`snapshots.read_changes`)."""
+        with self.engine.connect() as conn, conn.begin():
+            return snapshots.read_changes(conn, version, ended)
 
     def nodes(self, urns: Iterable[str]) -> dict[str, NodeRecord]:
         found: dict[str, NodeRecord] = {}
@@ -336,7 +291,7 @@ class LineageStore:
             query = query.where(e.c.process_id == process_id)
         with self.engine.connect() as conn:
             records = [edge_record(r) for r in conn.execute(query.order_by(e.c.id))]
-            ended = _ended(conn)
+            ended = snapshots.ended_assets(conn)
         if not ended:
             return records
         ends = {urn: at for urn, at in ended.values() if moment is None or at <= moment}
@@ -406,55 +361,9 @@ _IDENTITY = sa.select(s.store_state.c.value).where(s.store_state.c.key == "ident
 _NODES_BY_URN = sa.select(s.nodes).where(s.nodes.c.urn.in_(sa.bindparam("urns", expanding=True)))
 
 
-def _coded(column: sa.ColumnElement[Any], codes: dict[str, int]) -> sa.ColumnElement[int]:
-    """A text column as its small-integer code, computed in SQL (NULL and unknown text → -1)."""
-    return sa.case(codes, value=column, else_=-1)
-
-
-def _fetch_raw(conn: sa.Connection, query: sa.Select[Any]) -> list[tuple[Any, ...]]:
-    """All rows of a query as the driver's own tuples, with constants inlined."""
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a checked-out connection has its DBAPI connection
-    try:
-        cursor.execute(sql)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
-
-
 def _valid_at(moment_us: int) -> sa.ColumnElement[bool]:
     e = s.edges
     return sa.and_(e.c.valid_from <= moment_us, sa.or_(e.c.valid_to.is_(None), e.c.valid_to > moment_us))
-
-
-def _ended(conn: sa.Connection) -> dict[int, tuple[str, int]]:
-    """Assets whose last change ended them (DROP, or RENAMEd away): id → (urn, when in µs).
-
-    Only assets ever dropped or renamed away can have ended, so only their changes (and the
-    renames) are read: the many OVERWRITEs of tables that never ended are not, whatever their
-    number, on every `edges` call and index load."""
-    a, n = s.asset_changes, s.nodes
-    owner, previous = n.alias("owner"), n.alias("previous")
-    ever_ended = sa.union(
-        sa.select(a.c.asset_id).where(a.c.change == str(Lifecycle.DROP)),
-        sa.select(a.c.previous_id).where(a.c.previous_id.is_not(None)),
-    )
-    query = (
-        sa.select(a.c.asset_id, owner.c.urn, a.c.at, a.c.change, a.c.previous_id, previous.c.urn)
-        .join(owner, owner.c.id == a.c.asset_id)
-        .outerjoin(previous, previous.c.id == a.c.previous_id)
-        .where(sa.or_(a.c.asset_id.in_(ever_ended.scalar_subquery()), a.c.change == str(Lifecycle.RENAME)))
-        .order_by(a.c.at, a.c.change, a.c.asset_id)
-    )
-    ends: dict[int, tuple[str, int]] = {}
-    for asset_id, urn, at, change, previous_id, previous_urn in conn.execute(query):
-        if change == Lifecycle.DROP:
-            ends[asset_id] = (urn, at)
-        else:
-            ends.pop(asset_id, None)
-        if change == Lifecycle.RENAME and previous_id is not None:
-            ends[previous_id] = (previous_urn, at)
-    return ends
 
 
 def _ended_before(edge: EdgeRecord, ends: dict[str, int]) -> bool:
@@ -465,23 +374,3 @@ def _ended_before(edge: EdgeRecord, ends: dict[str, int]) -> bool:
         if end is not None and began < end:
             return True
     return False
-
-
-def _end_edges_of_ended(edge_columns: np.ndarray, node_numbers: np.ndarray, ended: dict[int, int]) -> None:
-    """Close, in the loaded arrays, the edges of ended assets (and of their fields) at the end,
-    when they began before it (columns as `snapshot` reads them: source 1, target 2, valid_from 7,
-    valid_to 8; nodes: id 0, parent 2)."""
-    node_ids, parents = node_numbers[0], node_numbers[2]
-    owners = np.where(parents >= 0, parents, node_ids)
-    ended_ids = np.array(sorted(ended), dtype=np.int64)
-    ended_at = np.array([ended[i] for i in ended_ids], dtype=np.int64)
-    position = np.clip(np.searchsorted(ended_ids, owners), 0, len(ended_ids) - 1)
-    node_end = np.where(ended_ids[position] == owners, ended_at[position], OPEN_END)
-    began = edge_columns[7]
-    ends = []
-    for side in (edge_columns[1], edge_columns[2]):
-        side_end = node_end[np.searchsorted(node_ids, side)]
-        ends.append(np.where(began < side_end, side_end, OPEN_END))  # an end before it began is none
-    end = np.minimum(*ends)
-    closing = end < edge_columns[8]
-    edge_columns[8][closing] = end[closing]

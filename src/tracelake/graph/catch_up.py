@@ -1,0 +1,250 @@
+"""An index brought up to the store's graph version from what changed since its own, instead of
+built again from every row (issue 21).
+
+Each ingest says in the store's change log which node ids it inserted and which process
+versions it inserted, retimed or deleted (`store.snapshots.read_changes`). Catching up reads only
+those rows: the new nodes take the next positions, the edges of those versions and every re-read
+edge leave the index, and the current rows come in, their assets' ends applied as a full read
+applies them. The arrays and the two CSR copies are merged, not sorted again: a few passes over
+the arrays in memory, which is what a catch-up costs besides the rows read.
+The result answers exactly as an index built from the store at that version (a property test
+compares them); a change the log cannot place — an id older than the index's newest node, which
+a PostgreSQL writer that commits late can leave — returns None, and the caller builds instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+
+from tracelake.graph.index import ASSET, FIELD, Adjacency, GraphIndex, positions_of
+from tracelake.store.records import OPEN_END, GraphChanges
+from tracelake.store.snapshots import end_edges
+
+if TYPE_CHECKING:
+    from tracelake.store.sqlstore import LineageStore
+
+
+def catch_up(index: GraphIndex, store: LineageStore) -> GraphIndex | None:
+    """`index` at the store's graph version, from the changes since its own; None when they
+    cannot be read (a log that does not reach back) or placed (see the module)."""
+    changes = store.changes_since(index.version, index.ended)
+    return None if changes is None else caught_up(index, changes)
+
+
+def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
+    """`index` with `changes` applied (see `catch_up`)."""
+    snap = changes.snapshot
+    old_node_ids, old_edge_ids = index.node_ids, index.edge_ids
+    fresh = ~np.isin(snap.node_ids, old_node_ids)  # id ranges may hold nodes the index has
+    new_ids = snap.node_ids[fresh]
+    if len(new_ids) and index.n_nodes and int(new_ids[0]) <= int(old_node_ids[-1]):
+        return None  # positions follow ids: an older id would have to come between
+    new_urns = [urn for urn, keep in zip(snap.node_urns, fresh, strict=True) if keep]
+    new_kinds = [kind for kind, keep in zip(snap.node_kinds, fresh, strict=True) if keep]
+    node_ids = joined(old_node_ids, new_ids)
+    n = len(node_ids)
+    kinds = index.kinds + tuple(sorted(set(new_kinds) - set(index.kinds)))
+    code_of = {kind: code for code, kind in enumerate(kinds)}
+    kind_codes = joined(
+        index.kind_codes, np.fromiter((code_of[k] for k in new_kinds), dtype=np.int32, count=len(new_kinds))
+    )
+    new_types = snap.node_types[fresh]
+    node_types = joined(index.node_types, new_types)
+    new_positions = np.arange(index.n_nodes, n, dtype=np.int64)
+    parents = positions_of(node_ids, snap.node_parents[fresh])
+    new_asset_of = np.where(new_types == FIELD, parents, np.where(new_types == ASSET, new_positions, -1))
+    asset_of = joined(index.asset_of, new_asset_of)
+
+    leaving = np.isin(old_edge_ids, snap.edge_ids)
+    if changes.versions:
+        changed = set(changes.versions)
+        process_ids = np.array(sorted({pid for pid, _ in changed}), dtype=np.int64)
+        candidates = np.flatnonzero(np.isin(index.edge_process, positions_of(node_ids, process_ids)))
+        processes = node_ids[index.edge_process[candidates]].tolist()
+        keys = zip(processes, index.edge_valid_from[candidates].tolist(), strict=True)
+        leaving[candidates[np.array([key in changed for key in keys], dtype=bool)]] = True
+    source = positions_of(node_ids, snap.edge_source)
+    target = positions_of(node_ids, snap.edge_target)
+    process = positions_of(node_ids, snap.edge_process)
+    if len(source) and min(int(source.min()), int(target.min()), int(process.min())) < 0:
+        return None  # an edge of a node the changes do not hold
+    owners = np.where(asset_of >= 0, node_ids[np.maximum(asset_of, 0)], -1)
+    valid_to = end_edges(snap.edge_valid_from, snap.edge_valid_to, owners[source], owners[target], snap.ended)
+
+    merge = _EdgeMerge(old_edge_ids, leaving, snap.edge_ids)
+    edge_source = merge.rows(index.edge_source, source)
+    edge_target = merge.rows(index.edge_target, target)
+    is_new_open = valid_to == OPEN_END
+    return GraphIndex(
+        version=snap.version,
+        urns=AppendedUrns.of(index.urns, new_urns),
+        positions=AppendedPositions.of(index.positions, new_urns, index.n_nodes),
+        node_ids=node_ids,
+        node_types=node_types,
+        kinds=kinds,
+        kind_codes=kind_codes,
+        asset_of=asset_of,
+        edge_ids=merge.rows(old_edge_ids, snap.edge_ids),
+        edge_source=edge_source,
+        edge_target=edge_target,
+        edge_process=merge.rows(index.edge_process, process),
+        edge_signal=merge.rows(index.edge_signal, snap.edge_signal),
+        edge_confidence=merge.rows(index.edge_confidence, snap.edge_confidence),
+        edge_transformation=merge.rows(index.edge_transformation, snap.edge_transformation),
+        edge_valid_from=merge.rows(index.edge_valid_from, snap.edge_valid_from),
+        edge_valid_to=merge.rows(index.edge_valid_to, valid_to),
+        edge_is_field=merge.rows(index.edge_is_field, node_types[source] == FIELD),
+        downstream=merge.adjacency(index.downstream, n, source, target, is_new_open),
+        upstream=merge.adjacency(index.upstream, n, target, source, is_new_open),
+        ended=dict(snap.ended),
+    )
+
+
+def joined(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """`old` then `new`, in `old`'s type."""
+    return np.concatenate([old, new.astype(old.dtype, copy=False)])
+
+
+class _EdgeMerge:
+    """Where the index's staying edges and the rows read go: both in store-id order, merged so
+    that the index stays in id order, as a build lays it out, without sorting every edge.
+
+    When no edge leaves and every row read is newer than the index's newest (new processes, new
+    runs: the usual write), the rows go at the end and each node's new entries at the end of
+    its group (`np.concatenate`, `np.insert`: copies, no scatter).
+    """
+
+    def __init__(self, old_ids: np.ndarray, leaving: np.ndarray, new_ids: np.ndarray) -> None:
+        self.appended = not leaving.any() and (
+            len(old_ids) == 0 or len(new_ids) == 0 or int(new_ids[0]) > int(old_ids[-1])
+        )
+        self.n_old = len(old_ids)
+        self.placed = np.arange(len(old_ids), len(old_ids) + len(new_ids), dtype=np.int64)
+        if self.appended:
+            return
+        self.staying = np.flatnonzero(~leaving)
+        staying_ids = old_ids[self.staying]
+        self.total = len(self.staying) + len(new_ids)
+        self.moved = np.full(len(old_ids), -1, dtype=np.int64)  # an old edge position → its new one
+        self.moved[self.staying] = np.arange(len(self.staying)) + np.searchsorted(new_ids, staying_ids)
+        self.placed = np.searchsorted(staying_ids, new_ids) + np.arange(len(new_ids))
+
+    def rows(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """An edge array with the staying rows of `old` and the rows read, `new`, in id order."""
+        if self.appended:
+            return joined(old, new)
+        out = np.empty(self.total, dtype=old.dtype)
+        out[self.moved[self.staying]] = old[self.staying]
+        out[self.placed] = new
+        return out
+
+    def adjacency(
+        self, old: Adjacency, n_nodes: int, near: np.ndarray, far: np.ndarray, is_open: np.ndarray
+    ) -> Adjacency:
+        """`old` with its entries of edges that left dropped, the rest renumbered, and the rows
+        read (`near` → `far`) merged in: the layout `Adjacency.build` gives, grouped by node and
+        by edge position within a node."""
+        order = np.lexsort((self.placed, near))
+        add_near, add_position = near[order], self.placed[order]
+        added = np.bincount(add_near, minlength=n_nodes)
+        if self.appended:
+            # each new entry goes at the end of its node's group; a new node's, at the very end
+            n_old = len(old.degrees)
+            group_end = old.indptr[np.minimum(add_near + 1, n_old)]
+            at = np.where(add_near < n_old, group_end, len(old.edges))
+            edges = np.insert(old.edges, at, add_position)
+            neighbours = np.insert(old.neighbours, at, far[order])
+            opens = np.insert(old.is_open, at, is_open[order])
+            degrees = np.zeros(n_nodes, dtype=np.int64)
+            degrees[:n_old] = old.degrees
+            degrees += added
+        else:
+            old_near = np.repeat(np.arange(len(old.degrees), dtype=np.int64), old.degrees)
+            keep = self.moved[old.edges] >= 0
+            kept_near, kept_position = old_near[keep], self.moved[old.edges[keep]]
+            span = max(self.n_old, 1) + len(self.placed)  # a key orders by node, then edge position
+            kept_key, add_key = kept_near * span + kept_position, add_near * span + add_position
+            kept_at = np.arange(len(kept_key)) + np.searchsorted(add_key, kept_key)
+            add_at = np.searchsorted(kept_key, add_key) + np.arange(len(add_key))
+
+            def merged(kept: np.ndarray, new: np.ndarray) -> np.ndarray:
+                out = np.empty(len(kept_key) + len(add_key), dtype=kept.dtype)
+                out[kept_at] = kept
+                out[add_at] = new
+                return out
+
+            edges = merged(kept_position, add_position)
+            neighbours = merged(old.neighbours[keep], far[order])
+            opens = merged(old.is_open[keep], is_open[order])
+            degrees = np.bincount(kept_near, minlength=n_nodes) + added
+        indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+        np.cumsum(degrees, out=indptr[1:])
+        return Adjacency(indptr, degrees.astype(np.int64), edges, neighbours, opens)
+
+
+class AppendedUrns(Sequence[str]):
+    """An index's URNs by position: those of the index it caught up from, then the new ones
+    (the old sequence is shared, not copied: a kept index's are read from its files)."""
+
+    def __init__(self, base: Sequence[str], more: list[str]) -> None:
+        self.base, self.more = base, more
+
+    @classmethod
+    def of(cls, urns: Sequence[str], more: list[str]) -> Sequence[str]:
+        if not more:
+            return urns
+        if isinstance(urns, AppendedUrns):
+            return cls(urns.base, urns.more + more)
+        return cls(urns, more)
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.more)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[p] for p in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        return self.base[index] if index < len(self.base) else self.more[index - len(self.base)]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.base
+        yield from self.more
+
+
+class AppendedPositions(Mapping[str, int]):
+    """Positions by URN: the index's it caught up from, then the new nodes'."""
+
+    def __init__(self, base: Mapping[str, int], more: dict[str, int]) -> None:
+        self.base, self.more = base, more
+
+    @classmethod
+    def of(cls, positions: Mapping[str, int], urns: list[str], first: int) -> Mapping[str, int]:
+        if not urns:
+            return positions
+        more = dict(zip(urns, range(first, first + len(urns)), strict=True))
+        if isinstance(positions, AppendedPositions):
+            return cls(positions.base, {**positions.more, **more})
+        return cls(positions, more)
+
+    def __getitem__(self, urn: str) -> int:
+        found = self.more.get(urn)
+        return self.base[urn] if found is None else found
+
+    def __contains__(self, urn: object) -> bool:
+        return urn in self.more or urn in self.base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.base
+        yield from self.more
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.more)
