@@ -15,11 +15,11 @@ a PostgreSQL writer that commits late can leave — returns None, and the caller
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelake.graph.index import ASSET, FIELD, Adjacency, GraphIndex, positions_of
+from tracelake.graph.index import ASSET, FIELD, Adjacency, GraphIndex, UrnSequence, positions_of
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
 
@@ -185,7 +185,7 @@ class _EdgeMerge:
         return Adjacency(indptr, degrees.astype(np.int64), edges, neighbours, opens)
 
 
-class AppendedUrns(Sequence[str]):
+class AppendedUrns(UrnSequence):
     """An index's URNs by position: those of the index it caught up from, then the new ones
     (the old sequence is shared, not copied: a kept index's are read from its files)."""
 
@@ -203,17 +203,8 @@ class AppendedUrns(Sequence[str]):
     def __len__(self) -> int:
         return len(self.base) + len(self.more)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[p] for p in range(*index.indices(len(self)))]
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        index %= len(self)
-        return self.base[index] if index < len(self.base) else self.more[index - len(self.base)]
+    def urn(self, position: int) -> str:
+        return self.base[position] if position < len(self.base) else self.more[position - len(self.base)]
 
     def __iter__(self) -> Iterator[str]:
         yield from self.base

@@ -20,7 +20,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -36,6 +36,25 @@ ASSET, FIELD, PROCESS = (NODE_TYPES.index(name) for name in ("asset", "field", "
 SIGNALS: tuple[Signal, ...] = tuple(Signal)
 TRANSFORMATIONS: tuple[Transformation, ...] = tuple(Transformation)
 CONFIDENCE_BY_RANK: dict[int, Confidence] = {c.rank: c for c in Confidence}
+
+
+class UrnSequence(Sequence[str]):
+    """URNs by position, each found when asked for: a kept index's (read from its files), or a
+    caught-up index's (its base's, then the new ones). `urn` and `__len__` say how."""
+
+    def urn(self, position: int) -> str:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self.urn(p) for p in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self.urn(index % len(self))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,11 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import overload
 
 import numpy as np
 import xxhash
 
-from tracelake.graph.index import Adjacency, GraphIndex
+from tracelake.graph.index import Adjacency, GraphIndex, UrnSequence
 
 FORMAT = 2  # 2: the ends of ended assets applied (`ended`), which a catch-up starts from
 CURRENT = "CURRENT"
@@ -83,7 +82,7 @@ class MappedUrns:
         return None
 
 
-class UrnList(Sequence[str]):
+class UrnList(UrnSequence):
     """The URNs by position, decoded when asked for."""
 
     def __init__(self, urns: MappedUrns) -> None:
@@ -92,16 +91,8 @@ class UrnList(Sequence[str]):
     def __len__(self) -> int:
         return len(self._urns)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self._urns.urn(p) for p in range(*index.indices(len(self)))]
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        return self._urns.urn(index % len(self))
+    def urn(self, position: int) -> str:
+        return self._urns.urn(position)
 
 
 class UrnPositions(Mapping[str, int]):
