@@ -111,13 +111,13 @@ class IndexCache:
         if self._index is not None and self._index.version == current:
             return self._index  # another caller built it while this one waited
         if self._index is None:
-            kept = self._open_kept()
+            kept = self._open_kept(current)
             if kept is not None and kept.version == current:
                 return kept
         return self._refresh()
 
-    def _open_kept(self) -> GraphIndex | None:
-        """Take the index kept on disk for this store, if there is one."""
+    def _open_kept(self, current: int) -> GraphIndex | None:
+        """Take the index kept on disk for this store, if there is one no newer than `current`."""
         if self.root is None or not (self.root / index_files.CURRENT).is_file():
             return None
         try:
@@ -125,7 +125,7 @@ class IndexCache:
         except Exception:  # a store read-only before it ever had an identity keeps no index
             return None
         kept = index_files.load(self.root, store=identity)
-        if kept is None or kept.version > self.store.graph_version():
+        if kept is None or kept.version > current:
             return None
         self._index = kept
         self._kept_size = kept.n_nodes + kept.n_edges

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelake.graph.index import ASSET, FIELD, Adjacency, GraphIndex, UrnSequence, positions_of
+from tracelake.graph.index import FIELD, Adjacency, GraphIndex, UrnSequence, assets_of, positions_of
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
 
@@ -53,10 +53,8 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     )
     new_types = snap.node_types[fresh]
     node_types = joined(index.node_types, new_types)
-    new_positions = np.arange(index.n_nodes, n, dtype=np.int64)
     parents = positions_of(node_ids, snap.node_parents[fresh])
-    new_asset_of = np.where(new_types == FIELD, parents, np.where(new_types == ASSET, new_positions, -1))
-    asset_of = joined(index.asset_of, new_asset_of)
+    asset_of = joined(index.asset_of, assets_of(new_types, parents, first=index.n_nodes))
 
     leaving = np.isin(old_edge_ids, snap.edge_ids)
     if changes.versions:
@@ -71,8 +69,12 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     process = positions_of(node_ids, snap.edge_process)
     if len(source) and min(int(source.min()), int(target.min()), int(process.min())) < 0:
         return None  # an edge of a node the changes do not hold
-    owners = np.where(asset_of >= 0, node_ids[np.maximum(asset_of, 0)], -1)
-    valid_to = end_edges(snap.edge_valid_from, snap.edge_valid_to, owners[source], owners[target], snap.ended)
+
+    def owners(positions: np.ndarray) -> np.ndarray:  # the store id of each node's asset, -1 for none
+        assets = asset_of[positions]
+        return np.where(assets >= 0, node_ids[np.maximum(assets, 0)], -1)
+
+    valid_to = end_edges(snap.edge_valid_from, snap.edge_valid_to, owners(source), owners(target), snap.ended)
 
     merge = _EdgeMerge(old_edge_ids, leaving, snap.edge_ids)
     edge_source = merge.rows(index.edge_source, source)

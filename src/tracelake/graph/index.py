@@ -132,8 +132,7 @@ class GraphIndex:
         kind_codes = np.fromiter((code_of[kind] for kind in snap.node_kinds), dtype=np.int32, count=n)
         node_types = np.asarray(snap.node_types, dtype=np.int8)
         parents = positions_of(node_ids, np.asarray(snap.node_parents, dtype=np.int64))
-        self_positions = np.arange(n, dtype=np.int64)
-        asset_of = np.where(node_types == FIELD, parents, np.where(node_types == ASSET, self_positions, -1))
+        asset_of = assets_of(node_types, parents)
 
         source = positions_of(node_ids, np.asarray(snap.edge_source, dtype=np.int64))
         target = positions_of(node_ids, np.asarray(snap.edge_target, dtype=np.int64))
@@ -150,7 +149,7 @@ class GraphIndex:
             node_types=node_types,
             kinds=tuple(kinds),
             kind_codes=kind_codes,
-            asset_of=asset_of.astype(np.int64),
+            asset_of=asset_of,
             edge_ids=np.asarray(snap.edge_ids, dtype=np.int64),
             edge_source=source,
             edge_target=target,
@@ -272,6 +271,13 @@ class GraphIndex:
         if len(ranked) < limit:
             ranked += [u for u in sorted(pool, key=len) if u not in ranked][: limit - len(ranked)]
         return tuple(ranked[:limit])
+
+
+def assets_of(node_types: np.ndarray, parents: np.ndarray, first: int = 0) -> np.ndarray:
+    """The asset position of nodes at positions `first`, `first + 1`…: a field's parent, an
+    asset itself, -1 for a process."""
+    own = np.arange(first, first + len(node_types), dtype=np.int64)
+    return np.where(node_types == FIELD, parents, np.where(node_types == ASSET, own, -1)).astype(np.int64)
 
 
 def positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -453,8 +453,8 @@ class _EndHooks:
         self._excepthook_before(kind, value, tb)
 
     def _at_exit(self) -> None:
+        # the store write is waited for by `_wait_for_ending_runs`: registered at import, it runs after
         self._tracker.stop(self._uncaught)
-        self._tracker.wait_stored()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         before = self._sigterm_before

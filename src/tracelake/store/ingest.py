@@ -55,7 +55,6 @@ def write_batches(
         # nodes exist, their labels) another writer could change in between.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
     writes = _Writes(ids)
-    nodes_before = _top_node(conn)
     ids = writes.upsert_nodes(conn, batches, now_us, report)
     writes.write_versions(conn, batches, ids, now_us, report)
     writes.write_column_orders(conn, batches, ids, now_us)
@@ -65,24 +64,18 @@ def write_batches(
     writes.write_problems(conn, batches, now_us, report)
     writes.write_events(conn, batches, now_us)
     version = int(conn.exec_driver_sql(_BUMP_VERSION).scalar_one())
-    _log_changes(conn, version, (nodes_before, _top_node(conn)), writes.versions)
+    _log_changes(conn, version, writes.inserted, writes.versions)
     return report
 
 
-def _top_node(conn: sa.Connection) -> int:
-    """The highest node id the transaction sees."""
-    return int(conn.exec_driver_sql(_TOP_NODE).scalar_one())
-
-
 def _log_changes(
-    conn: sa.Connection, version: int, nodes: tuple[int, int], versions: set[tuple[int, int]]
+    conn: sa.Connection, version: int, inserted: list[int], versions: set[tuple[int, int]]
 ) -> None:
     """Say in `graph_log` what this ingest, which made graph version `version`, changed: the ids
-    of the nodes it inserted (the range after the highest before) and the process versions it
-    inserted, retimed or deleted, for indexes to catch up from (`LineageStore.changes_since`).
-    Edges are found by their version: SQLite gives a deleted edge's id to the next one."""
-    before, after = nodes
-    rows = [(version, "nodes", before + 1, after)] if after > before else []
+    of the nodes it inserted (as their range) and the process versions it inserted, retimed or
+    deleted, for indexes to catch up from (`LineageStore.changes_since`). Edges are found by
+    their version: SQLite gives a deleted edge's id to the next one."""
+    rows = [(version, "nodes", min(inserted), max(inserted))] if inserted else []
     rows += [(version, "version", pid, valid_from) for pid, valid_from in sorted(versions)]
     if rows:
         driver_insert(conn, s.graph_log, ("version", "what", "a", "b"), rows)
@@ -234,6 +227,7 @@ class _Writes:
     def __init__(self, ids: dict[str, int]) -> None:
         self._ids = ids
         self.versions: set[tuple[int, int]] = set()  # process versions written: (id, valid_from)
+        self.inserted: list[int] = []  # ids of the nodes inserted
 
     def upsert_nodes(
         self, conn: sa.Connection, batches: list[LineageBatch], now_us: int, report: IngestReport
@@ -334,6 +328,7 @@ class _Writes:
             columns = ("id", *columns)
         driver_insert(conn, s.nodes, columns, missing, on_conflict="(urn) DO NOTHING")
         self._resolve_ids(conn, urns)
+        self.inserted += [self._ids[urn] for urn in urns]
 
     def _resolve_ids(self, conn: sa.Connection, urns: Sequence[str]) -> None:
         unknown = [u for u in dict.fromkeys(urns) if u not in self._ids]
@@ -782,7 +777,6 @@ _BUMP_VERSION = (
     "INSERT INTO store_state (key, value) VALUES ('graph_version', 1) "
     "ON CONFLICT (key) DO UPDATE SET value = store_state.value + 1 RETURNING value"
 )
-_TOP_NODE = "SELECT COALESCE(MAX(id), 0) FROM nodes"
 _VERSION_COLUMNS = (
     "process_id",
     "valid_from",

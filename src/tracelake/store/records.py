@@ -116,10 +116,8 @@ class GraphSnapshot:
     edge_transformation: np.ndarray
     edge_valid_from: np.ndarray
     edge_valid_to: np.ndarray
-    # the ends of ended assets, applied to `edge_valid_to` (store id → µs), and the graph version
-    # the store's change log begins at (None: none is kept): what a catch-up starts from
+    # the ends of ended assets, applied to `edge_valid_to` (store id → µs): a catch-up starts from them
     ended: dict[int, int] = field(default_factory=dict)
-    log_since: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

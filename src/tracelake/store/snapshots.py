@@ -35,10 +35,10 @@ _MAX_RANGES = 64
 def read_snapshot(conn: sa.Connection) -> GraphSnapshot:
     """All nodes and edge versions as arrays, the ends of ended assets applied (`conn` in one
     transaction: one consistent read)."""
-    version = _graph_version(conn)
+    version = graph_version(conn)
     node_rows = _fetch_raw(conn, _node_query().order_by(s.nodes.c.id))
     edge_rows = _fetch_raw(conn, _edge_query().order_by(s.edges.c.id))
-    ended = {node_id: at for node_id, (_, at) in ended_assets(conn).items()}
+    ended = _ends(conn)
     nodes = _node_arrays(node_rows)
     edges = _edge_arrays(edge_rows)
     if ended:
@@ -49,7 +49,7 @@ def read_snapshot(conn: sa.Connection) -> GraphSnapshot:
         edges["edge_valid_to"] = end_edges(
             edges["edge_valid_from"], edges["edge_valid_to"], source_owner, target_owner, ended
         )
-    return GraphSnapshot(version=version, log_since=_log_since(conn), ended=ended, **nodes, **edges)
+    return GraphSnapshot(version=version, ended=ended, **nodes, **edges)
 
 
 def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) -> GraphChanges | None:
@@ -63,7 +63,7 @@ def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) ->
     since = _log_since(conn)
     if since is None or version < since:
         return None
-    now = _graph_version(conn)
+    now = graph_version(conn)
     g = s.graph_log
     log = conn.execute(sa.select(g.c.what, g.c.a, g.c.b).where(g.c.version > version)).all()
     node_ranges = [(a, b) for what, a, b in log if what == "nodes"]
@@ -78,7 +78,7 @@ def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) ->
 
     for chunk in chunks(versions, 500):
         put(_fetch_raw(conn, _edge_query().where(sa.tuple_(e.c.process_id, e.c.valid_from).in_(list(chunk)))))
-    now_ended = {node_id: at for node_id, (_, at) in ended_assets(conn).items()}
+    now_ended = _ends(conn)
     moved = sorted(k for k in set(ended) | set(now_ended) if ended.get(k) != now_ended.get(k))
     for chunk in chunks(moved):
         owned = sa.select(n.c.id).where(sa.or_(n.c.id.in_(chunk), n.c.parent_id.in_(chunk)))
@@ -88,7 +88,6 @@ def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) ->
         put(_fetch_raw(conn, _edge_query().where(touching)))
     snapshot = GraphSnapshot(
         version=now,
-        log_since=since,
         ended=now_ended,
         **_node_arrays(node_rows),
         **_edge_arrays([edge_rows[i] for i in sorted(edge_rows)]),
@@ -216,8 +215,14 @@ def _in_ranges(column: sa.ColumnElement[Any], ranges: list[tuple[int, int]]) -> 
     return sa.or_(*(column.between(low, high) for low, high in merged))
 
 
-def _graph_version(conn: sa.Connection) -> int:
+def graph_version(conn: sa.Connection) -> int:
+    """Grows with every ingest (`ingest.write_batches`): what a snapshot or an index is of."""
     return int(conn.execute(_STATE.where(s.store_state.c.key == "graph_version")).scalar() or 0)
+
+
+def _ends(conn: sa.Connection) -> dict[int, int]:
+    """When each ended asset ended (store id → µs)."""
+    return {node_id: at for node_id, (_, at) in ended_assets(conn).items()}
 
 
 def _log_since(conn: sa.Connection) -> int | None:

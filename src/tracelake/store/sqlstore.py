@@ -165,7 +165,7 @@ class LineageStore:
     def graph_version(self) -> int:
         """Grows with every ingest; an in-memory index reloads when it changes."""
         with self.engine.connect() as conn:
-            return conn.execute(_GRAPH_VERSION).scalar() or 0
+            return snapshots.graph_version(conn)
 
     def identity(self) -> int:
         """A number drawn for this store the first time it is asked for, and kept in it: files kept
@@ -356,7 +356,6 @@ class LineageStore:
 
 
 # The statements of the reads, built once: building one cost more than running it.
-_GRAPH_VERSION = sa.select(s.store_state.c.value).where(s.store_state.c.key == "graph_version")
 _IDENTITY = sa.select(s.store_state.c.value).where(s.store_state.c.key == "identity")
 _NODES_BY_URN = sa.select(s.nodes).where(s.nodes.c.urn.in_(sa.bindparam("urns", expanding=True)))
 
