@@ -358,7 +358,7 @@ def timing_row(label: str, samples: list[float], total: int) -> None:
 # ---------------------------------------------------------------------- the server process
 
 
-def _serve(db_path: str, ports: Any) -> None:
+def _serve(db_path: str, ports: Any, read_concurrency: int | None) -> None:
     """In the server process: the app on a fresh loopback socket, its port sent back."""
     import uvicorn
     from fastapi import FastAPI
@@ -368,7 +368,8 @@ def _serve(db_path: str, ports: Any) -> None:
 
     store = LineageStore(db_path)
     service = Tracelake(store)
-    app: FastAPI = create_app(service, ApiSettings())
+    settings = ApiSettings() if read_concurrency is None else ApiSettings(read_concurrency=read_concurrency)
+    app: FastAPI = create_app(service, settings)
 
     @app.get("/_bench/stats")
     def stats() -> dict[str, Any]:  # the bench's own probe, not part of the API
@@ -392,12 +393,15 @@ def _serve(db_path: str, ports: Any) -> None:
 
 
 @contextmanager
-def server_process(db_path: Path) -> Iterator[str]:
-    """The app serving `db_path` in a child process; yields its base URL, stops it (SIGTERM:
-    uvicorn's graceful shutdown) at the end."""
+def server_process(db_path: Path, read_concurrency: int | None = None) -> Iterator[str]:
+    """The app serving `db_path` in a child process (with `tracelake serve`'s settings, or reads
+    let through `read_concurrency` at a time); yields its base URL, stops it (SIGTERM: uvicorn's
+    graceful shutdown) at the end."""
     context = multiprocessing.get_context("spawn")
     ports = context.Queue()
-    process = context.Process(target=_serve, args=(str(db_path), ports), name="tracelake-api-bench")
+    process = context.Process(
+        target=_serve, args=(str(db_path), ports, read_concurrency), name="tracelake-api-bench"
+    )
     process.start()
     try:
         pid, port = ports.get(timeout=60)
@@ -487,6 +491,10 @@ def size_line(label: str, sizes: list[tuple[int, int]]) -> str:
         f"max {nodes[-1]:>7,} | edges p50 {percentile(edges, 50):>7,} p90 {percentile(edges, 90):>7,} "
         f"max {edges[-1]:>7,}"
     )
+
+
+# More places than FastAPI's thread pool has threads: the gate never holds a read back.
+UNGATED = 1_000
 
 
 def bench_queries(path: Path, args: argparse.Namespace) -> tuple[float, list[str]]:
@@ -587,6 +595,15 @@ def bench_queries(path: Path, args: argparse.Namespace) -> tuple[float, list[str
         loads["alone"] = run_load(url, 1, max(args.seconds / 4, 2.0), getter(urls))
         loads["marquez"] = run_load(url, args.clients, min(args.seconds, 10.0), getter(marquez))
         server = stats(url)
+    # The baseline: the same downstream load on a server that lets every read through at once,
+    # FastAPI's thread pool alone (its 40 threads), as before the read gate.
+    with server_process(path, read_concurrency=UNGATED) as url:
+        session = requests.Session()
+        for start in starts["downstream"]:  # the index built, the pages warm
+            session.get(query_url(url, start, "downstream"), timeout=120).raise_for_status()
+        session.close()
+        urls = [query_url(url, s, "downstream") for s in starts["downstream"]]
+        loads["ungated"] = run_load(url, args.clients, args.seconds, getter(urls))
 
     print(
         f"\nover HTTP, closed loop, {args.seconds:g} s per load, milliseconds; "
@@ -596,6 +613,7 @@ def bench_queries(path: Path, args: argparse.Namespace) -> tuple[float, list[str
     load_row(f"GET {QUERY_PATH} downstream", loads["downstream"])
     load_row(f"GET {QUERY_PATH} upstream", loads["upstream"])
     load_row("  downstream, one client alone", loads["alone"])
+    load_row("  downstream, no read gate (baseline)", loads["ungated"])
     load_row(f"GET {MARQUEZ_PATH} (Marquez, both ways, tables)", loads["marquez"])
     per_request = ", ".join(
         f"{name} {load.server_cpu / max(len(load.latencies), 1) * 1000:.1f}" for name, load in loads.items()

@@ -21,6 +21,7 @@ from tracelake.api import marquez, routes, routes_operations, routes_review, rou
 from tracelake.api.auth import Tokens
 from tracelake.api.deps import RequestError
 from tracelake.api.encoding import RequestBodies
+from tracelake.api.gate import READ_CONCURRENCY
 from tracelake.api.marquez_read import router as marquez_read_router
 from tracelake.app.review import NotStable, ReviewError, UnknownSession
 from tracelake.app.service import Tracelake
@@ -41,6 +42,7 @@ class ApiSettings:
     # Hosts, addresses and networks (10.0.0.0/8) webhooks may reach though they are not public.
     webhook_allow: tuple[str, ...] = ()
     listen_host: str | None = None  # where the server listens: webhooks may not reach it unless allowed
+    read_concurrency: int = READ_CONCURRENCY  # reads computing at once; the rest queue (`gate`)
 
 
 def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastAPI:
@@ -70,6 +72,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.state.service = service
     app.state.settings = settings
     app.state.webhooks = webhooks
+    app.state.read_concurrency = settings.read_concurrency
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
     # every body read within the limit (413 past it, declared or not), gzip and deflate decoded
     app.add_middleware(RequestBodies, max_bytes=settings.max_body_bytes)

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tracelake.api.deps import READ, WRITE, RequestError, get_service
+from tracelake.api.gate import GatedRoute
 from tracelake.api.json_bodies import json_body
 from tracelake.app.marquez import JobDatasets, MarquezCatalog, dataset_type, job_name, process_of_job
 from tracelake.app.service import Tracelake, TraversalFilters
@@ -30,7 +31,7 @@ from tracelake.app.views import NodeView
 from tracelake.model import EdgeVersion, UnknownNodeError
 from tracelake.model.names import asset_urn, dataset_of, field_urn
 
-router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"])
+router = APIRouter(prefix="/api/v1", tags=["marquez-compatible"], route_class=GatedRoute)
 Service = Annotated[Tracelake, Depends(get_service)]
 
 

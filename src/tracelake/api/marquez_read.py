@@ -21,11 +21,11 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.routing import APIRoute
 from starlette.routing import Match
 from starlette.types import Scope
 
 from tracelake.api.deps import READ, Moment, RequestError, get_service
+from tracelake.api.gate import GatedRoute
 from tracelake.api.marquez import _dataset_id, _job_id
 from tracelake.app.marquez import (
     DatasetVersion,
@@ -45,7 +45,7 @@ from tracelake.app.service import Tracelake
 from tracelake.model.names import asset_urn, dataset_of
 
 
-class _EncodedNames(APIRoute):
+class _EncodedNames(GatedRoute):
     """A route matched on the path as the client sent it, so that an encoded slash (`%2F`) stays
     inside its path parameter rather than splitting it: each segment is decoded on its own and its
     `%` and `/` escaped again for matching, then the parameters are decoded."""

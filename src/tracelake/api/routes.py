@@ -17,12 +17,12 @@ from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
 from tracelake.api.deps import READ, WRITE, Moment, RequestError, get_service
-from tracelake.api.json_bodies import JsonBodyRoute
+from tracelake.api.gate import GatedJsonBodyRoute
 from tracelake.app.service import Tracelake, TraversalFilters
 from tracelake.model import Confidence, Signal, Transformation
 from tracelake.model.batch_json import batch_from_json
 
-router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"], route_class=JsonBodyRoute)
+router = APIRouter(prefix="/api/tracelake/v1", tags=["tracelake"], route_class=GatedJsonBodyRoute)
 Service = Annotated[Tracelake, Depends(get_service)]
 Direction = Literal["upstream", "downstream", "both"]
 

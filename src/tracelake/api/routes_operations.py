@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from tracelake.api.deps import READ, WRITE, Moment, RequestError, actor_of, get_service
-from tracelake.api.json_bodies import JsonBodyRoute
+from tracelake.api.gate import GatedJsonBodyRoute
 from tracelake.app.entities import EntityOperations
 from tracelake.app.privacy import PrivacyOperations, PrivacyRequestError
 from tracelake.app.service import Tracelake
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tracelake.privacy.queue import PrivacyRequest
 
 router = APIRouter(
-    prefix="/api/tracelake/v1", tags=["entities and privacy requests"], route_class=JsonBodyRoute
+    prefix="/api/tracelake/v1", tags=["entities and privacy requests"], route_class=GatedJsonBodyRoute
 )
 Service = Annotated[Tracelake, Depends(get_service)]
 Actor = Annotated[str, Depends(actor_of)]

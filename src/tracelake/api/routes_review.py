@@ -17,7 +17,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from tracelake.api.deps import READ, WRITE, RequestError, actor_of, get_service
-from tracelake.api.json_bodies import JsonBodyRoute
+from tracelake.api.gate import GatedJsonBodyRoute
 from tracelake.app.review import CARRIED_BY_DEFAULT, Review
 from tracelake.app.service import Tracelake
 from tracelake.model import Confidence, Problem, Transformation
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tracelake.graph.policy import Policy, Violation
 
 router = APIRouter(
-    prefix="/api/tracelake/v1", tags=["labels, discovery and policies"], route_class=JsonBodyRoute
+    prefix="/api/tracelake/v1", tags=["labels, discovery and policies"], route_class=GatedJsonBodyRoute
 )
 Actor = Annotated[str, Depends(actor_of)]
 

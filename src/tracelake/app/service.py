@@ -202,7 +202,9 @@ class Tracelake:
             if self._writer is None:
                 self._writer = writer_for(self.store)
             writer = self._writer
-        return writer.submit(batches)
+        committed = writer.submit(batches)
+        committed.add_done_callback(lambda _: self._indexes.refresh_soon())
+        return committed
 
     def submit_openlineage(self, document: Any) -> Future[None]:
         """Queue one OpenLineage event, or an array of them (all or nothing), as `submit` does. One
@@ -323,6 +325,11 @@ class Tracelake:
 
     def index(self) -> GraphIndex:
         return self._indexes.get()
+
+    @property
+    def index_loaded(self) -> bool:
+        """Whether an index is in memory (of whatever version): `index()` then only catches up."""
+        return self._indexes.loaded
 
     def per_graph_version(self, key: str, build: Callable[[], T], *, max_age: float | None = None) -> T:
         """`build()`'s value, made once per version of the graph (and at most `max_age` seconds

@@ -3,6 +3,7 @@ token for it, kept in the token file as a digest and shown once)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -48,6 +49,10 @@ def serve_command(
             help="A host, address or network (10.0.0.0/8) webhooks may reach though not public (repeatable)"
         ),
     ] = None,
+    read_concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="Reads computing at once (default 1); the others queue in arrival order"),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the HTTP API (OpenLineage ingest included) on the store."""
@@ -72,6 +77,8 @@ def serve_command(
         webhook_allow=tuple(webhook_allow or ()),
         listen_host=host,
     )
+    if read_concurrency is not None:
+        settings = dataclasses.replace(settings, read_concurrency=read_concurrency)
     try:
         app = create_app(open_service(db), settings)
     except (TokenFileError, WebhookAllowError) as error:

@@ -32,6 +32,10 @@ KEEP_AFTER = 0.2
 # An index caught up from its kept files is written again once what it caught up passes this
 # share of them: until then each new process catches up from the kept one, at a small cost.
 REKEEP = 0.05
+# Background refreshes start at most this often (seconds): a server taking a stream of writes
+# catches up a few times a second rather than after each group of events, which at a million
+# edges would keep a core busy merging arrays.
+BACKGROUND_SPACING = 0.25
 
 
 def index_root(store_url: str) -> Path | None:
@@ -82,8 +86,13 @@ class IndexCache:
         self._index: GraphIndex | None = None
         self._kept_size = 0  # nodes and edges of the index kept on disk, when this one came from it
         self._lock = threading.Lock()  # held while building
-        self._flag = threading.Lock()  # guards `_building` alone, never held during a build
-        self._building = False  # a background build is running
+        self._flag = threading.Lock()  # guards `_building` and `_again`, never held during a build
+        self._building = False  # a background refresh is running
+        self._again = False  # the store moved since that refresh began: it goes round once more
+
+    @property
+    def loaded(self) -> bool:
+        return self._index is not None
 
     def get(self) -> GraphIndex:
         index = self._index
@@ -91,7 +100,7 @@ class IndexCache:
         if index is not None and index.version == version:
             return index
         if index is not None and self.last_build_seconds > self.wait_budget:
-            self._build_in_background()
+            self._refresh_in_background()
             return index
         if index is None:
             with self._lock:
@@ -169,20 +178,38 @@ class IndexCache:
     def _identity(self) -> str:
         return f"{store_label(self.store.url)}#{self.store.identity()}"
 
-    def _build_in_background(self) -> None:
+    def refresh_soon(self) -> None:
+        """Catch the index up in the background now, when there is one: this process has just
+        committed a write, and its next reads should find it rather than catch up themselves."""
+        if self._index is not None:
+            self._refresh_in_background()
+
+    def _refresh_in_background(self) -> None:
+        """One thread refreshes the index, again while the store moved during the last round
+        (each round at least `BACKGROUND_SPACING` after the previous one began)."""
         with self._flag:
+            self._again = True
             if self._building:
                 return
             self._building = True
 
-        def build() -> None:
-            try:
-                with self._lock:
-                    self._refresh()
-            finally:
-                self._building = False
+        def refresh() -> None:
+            began = 0.0
+            while True:
+                with self._flag:
+                    if not self._again:
+                        self._building = False
+                        return
+                    self._again = False
+                time.sleep(max(began + BACKGROUND_SPACING - time.monotonic(), 0.0))
+                began = time.monotonic()
+                try:
+                    with self._lock:
+                        self._fresh()
+                except Exception as error:  # a reader meets it again; the thread must not die
+                    logger.warning("graph index not refreshed (%s)", type(error).__name__)
 
-        threading.Thread(target=build, name="tracelake-index-build", daemon=True).start()
+        threading.Thread(target=refresh, name="tracelake-index-refresh", daemon=True).start()
 
     def invalidate(self) -> None:
         with self._lock:
