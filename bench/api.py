@@ -16,7 +16,9 @@ say how much of a core the server (API and writer processes) and the clients use
 direction: half tables, half columns, drawn uniformly among the nodes that have lineage that way in
 the middle layers (dwd/dws downstream, app/rpt upstream: depth 5 then spans most of the lake). Then
 one client alone (the service time without queueing) and Marquez's GET /api/v1/lineage?nodeId=
-dataset:hive:…&depth=5 (both ways, the tables among the starts) for at most 10 s. One query builds
+dataset:hive:…&depth=5 (both ways, the tables among the starts) for at most 10 s. Last, the
+baseline of the concurrent loads: the same downstream load on a server that lets every read
+through at once (no read gate, `api.gate`: FastAPI's thread pool alone, as before it). One query builds
 the server's index before any clock starts; a pass over every start then checks each answer's node
 and edge counts against the floor's and records the result sizes. In the same run, in this process,
 one start at a time, each checked against the floor too:

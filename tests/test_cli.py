@@ -304,3 +304,17 @@ def test_serve_refuses_a_home_metastore_that_is_not_hive(db: str) -> None:
     code, _, err = run("serve", "--hive-namespace", "thrift://meta:9083", "--db", db)
     assert code == 2
     assert err.strip() == "error: --hive-namespace 'thrift://meta:9083': expected hive://host:port"
+
+
+def test_serve_passes_its_read_concurrency_to_the_app(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[int] = []
+    # the blocking server loop stood in for: the app it is handed is what is checked
+    monkeypatch.setattr(
+        "tracelake.api.server.serve_forever", lambda app, host, port: served.append(app.state.read_concurrency)
+    )
+    assert run("serve", "--read-concurrency", "3", "--db", db)[0] == 0
+    assert run("serve", "--db", db)[0] == 0
+    assert served == [3, 1]
+    code, _, err = run("serve", "--read-concurrency", "0", "--db", db)
+    assert code == 2
+    assert "--read-concurrency" in err and "Traceback" not in err
