@@ -257,6 +257,18 @@ class RawClient:
         self.connection: http.client.HTTPConnection | None = None
 
     def post(self, path: str, body: bytes) -> int:
+        reused = self.connection is not None
+        try:
+            return self._post(path, body)
+        except (OSError, http.client.HTTPException):
+            self.close()
+            if not reused:
+                raise
+        # a kept-alive connection the server closed while this client waited (uvicorn closes
+        # one idle for 5 s): once more on a new one, as HTTP clients do
+        return self._post(path, body)
+
+    def _post(self, path: str, body: bytes) -> int:
         if self.connection is None:
             self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
         try:

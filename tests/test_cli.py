@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -308,10 +309,12 @@ def test_serve_refuses_a_home_metastore_that_is_not_hive(db: str) -> None:
 
 def test_serve_passes_its_read_concurrency_to_the_app(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[int] = []
+
     # the blocking server loop stood in for: the app it is handed is what is checked
-    monkeypatch.setattr(
-        "tracelake.api.server.serve_forever", lambda app, host, port: served.append(app.state.read_concurrency)
-    )
+    def serve_forever(app: Any, host: str, port: int) -> None:
+        served.append(app.state.read_concurrency)
+
+    monkeypatch.setattr("tracelake.api.server.serve_forever", serve_forever)
     assert run("serve", "--read-concurrency", "3", "--db", db)[0] == 0
     assert run("serve", "--db", db)[0] == 0
     assert served == [3, 1]

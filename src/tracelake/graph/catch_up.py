@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracelake.graph.index import FIELD, Adjacency, GraphIndex, UrnSequence, assets_of, positions_of
+from tracelake.graph.index_files import release
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
 
@@ -77,9 +78,28 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     valid_to = end_edges(snap.edge_valid_from, snap.edge_valid_to, owners(source), owners(target), snap.ended)
 
     merge = _EdgeMerge(old_edge_ids, leaving, snap.edge_ids)
-    edge_source = merge.rows(index.edge_source, source)
-    edge_target = merge.rows(index.edge_target, target)
+    new_rows = {
+        "edge_ids": snap.edge_ids,
+        "edge_source": source,
+        "edge_target": target,
+        "edge_process": process,
+        "edge_signal": snap.edge_signal,
+        "edge_confidence": snap.edge_confidence,
+        "edge_transformation": snap.edge_transformation,
+        "edge_valid_from": snap.edge_valid_from,
+        "edge_valid_to": valid_to,
+        "edge_is_field": node_types[source] == FIELD,
+    }
+    edges: dict[str, np.ndarray] = {}
+    for name, rows in new_rows.items():
+        edges[name] = merge.rows(getattr(index, name), rows)
+        # the kept index's pages, read once to be copied, are not held as well as the copy
+        release(getattr(index, name))
     is_new_open = valid_to == OPEN_END
+    downstream = merge.adjacency(index.downstream, n, source, target, is_new_open)
+    release(*_arrays_of(index.downstream))
+    upstream = merge.adjacency(index.upstream, n, target, source, is_new_open)
+    release(*_arrays_of(index.upstream), index.node_ids, index.node_types, index.kind_codes, index.asset_of)
     return GraphIndex(
         version=snap.version,
         urns=AppendedUrns.of(index.urns, new_urns),
@@ -89,20 +109,15 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
         kinds=kinds,
         kind_codes=kind_codes,
         asset_of=asset_of,
-        edge_ids=merge.rows(old_edge_ids, snap.edge_ids),
-        edge_source=edge_source,
-        edge_target=edge_target,
-        edge_process=merge.rows(index.edge_process, process),
-        edge_signal=merge.rows(index.edge_signal, snap.edge_signal),
-        edge_confidence=merge.rows(index.edge_confidence, snap.edge_confidence),
-        edge_transformation=merge.rows(index.edge_transformation, snap.edge_transformation),
-        edge_valid_from=merge.rows(index.edge_valid_from, snap.edge_valid_from),
-        edge_valid_to=merge.rows(index.edge_valid_to, valid_to),
-        edge_is_field=merge.rows(index.edge_is_field, node_types[source] == FIELD),
-        downstream=merge.adjacency(index.downstream, n, source, target, is_new_open),
-        upstream=merge.adjacency(index.upstream, n, target, source, is_new_open),
+        downstream=downstream,
+        upstream=upstream,
         ended=dict(snap.ended),
+        **edges,
     )
+
+
+def _arrays_of(adjacency: Adjacency) -> tuple[np.ndarray, ...]:
+    return adjacency.indptr, adjacency.degrees, adjacency.edges, adjacency.neighbours, adjacency.is_open
 
 
 def joined(old: np.ndarray, new: np.ndarray) -> np.ndarray:

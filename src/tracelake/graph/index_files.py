@@ -14,7 +14,9 @@ another format or of another store is not used, and the next build replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -187,6 +189,20 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
         ended={int(node_id): int(at) for node_id, at in meta["ended"]},
         **arrays,
     )
+
+
+def release(*arrays: np.ndarray) -> None:
+    """Give back the pages of mapped arrays this process has read: they stay in the operating
+    system's cache, and a later read maps them again (a fault, no disk read). A catch-up reads
+    every array of a kept index once to copy it; without this the copy and the pages it was
+    copied from both count against the process. Arrays not mapped from a file are left alone."""
+    for array in arrays:
+        base: object = array
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = getattr(base, "base", None)
+        if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+            with contextlib.suppress(OSError, ValueError):  # a closed map, a system that refuses
+                base.madvise(mmap.MADV_DONTNEED)
 
 
 def _remove_older(root: Path, *, than: int, keep: str) -> None:
