@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,57 +89,67 @@ def test_no_more_reads_compute_at_once_than_the_gate_has_places(
     assert counted.most_at_once == min(places, 6)
 
 
-def test_a_write_goes_through_while_a_read_holds_the_only_place(
+@contextmanager
+def one_read_holding_the_gate(
     service: Tracelake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> Iterator[tuple[str, Future[int], ThreadPoolExecutor]]:
+    """A server with one place at its gate, and a read inside it until the block ends: yields the
+    server's URL, that read's future and a pool with a free client for more."""
     counted = CountedReads(service, hold=0.0, blocking=True)
     monkeypatch.setattr(service, "lineage", counted)
     app = create_app(service, ApiSettings(read_concurrency=1, subscription_interval=None))
-    with serve_in_thread(app) as base, ThreadPoolExecutor(1) as client:
-        held = client.submit(read, base)
+    with serve_in_thread(app) as base, ThreadPoolExecutor(2) as clients:
+        held = clients.submit(read, base)
         assert counted.entered.wait(30)
+        try:
+            yield base, held, clients
+        finally:
+            counted.release.set()
+            held.result()
+
+
+def catch_ups_after(service: Tracelake, before: int) -> int:
+    """The cache's catch-ups, once past `before` (or 10 s on)."""
+    deadline = time.monotonic() + 10
+    while service._indexes.catch_ups == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return service._indexes.catch_ups
+
+
+def test_a_write_goes_through_while_a_read_holds_the_only_place(
+    service: Tracelake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with one_read_holding_the_gate(service, monkeypatch) as (base, held, _):
         posted = requests.post(base + "/api/v1/lineage", json=run_event(), timeout=30)
         still_held = not held.done()
-        counted.release.set()
-        assert held.result() == 200
     service.close()
     assert posted.status_code == 201
     assert still_held
+    assert held.result() == 200
 
 
 def test_a_read_catches_the_index_up_before_the_gate_not_behind_it(
     service: Tracelake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counted = CountedReads(service, hold=0.0, blocking=True)
-    monkeypatch.setattr(service, "lineage", counted)
-    app = create_app(service, ApiSettings(read_concurrency=1, subscription_interval=None))
-    with serve_in_thread(app) as base, ThreadPoolExecutor(2) as clients:
-        assert service.index().version == service.store.graph_version()
-        held = clients.submit(read, base)
-        assert counted.entered.wait(30)
+    assert service.index().version == service.store.graph_version()
+    with one_read_holding_the_gate(service, monkeypatch) as (base, held, clients):
         other_writer(service)  # as another process would: this server's writer knows nothing of it
-        caught_up_before = service._indexes.catch_ups
+        before = service._indexes.catch_ups
         behind = clients.submit(read, base)  # queues at the gate the first read holds
-        deadline = time.monotonic() + 10
-        while service._indexes.catch_ups == caught_up_before and time.monotonic() < deadline:
-            time.sleep(0.01)
-        caught_up_while_held = service._indexes.catch_ups > caught_up_before and not held.done()
-        counted.release.set()
-        assert held.result() == 200 and behind.result() == 200
+        caught_up_while_held = catch_ups_after(service, before) > before and not held.done()
+    assert behind.result() == 200
     service.close()
     assert caught_up_while_held
-    assert service._indexes.catch_ups == caught_up_before + 1  # the read behind found it caught up
+    assert service._indexes.catch_ups == before + 1  # the read behind found it caught up
 
 
 def test_a_write_the_server_commits_catches_its_index_up_without_a_read(service: Tracelake) -> None:
     app = create_app(service, ApiSettings(subscription_interval=None))
     with serve_in_thread(app) as base:
         assert service.index().version == service.store.graph_version()
-        caught_up_before = service._indexes.catch_ups
+        before = service._indexes.catch_ups
         assert requests.post(base + "/api/v1/lineage", json=run_event(), timeout=30).status_code == 201
-        deadline = time.monotonic() + 10
-        while service._indexes.catch_ups == caught_up_before and time.monotonic() < deadline:
-            time.sleep(0.01)
+        catch_ups_after(service, before)
         index, version = service._indexes._index, service.store.graph_version()
     service.close()
     assert index is not None and index.version == version
