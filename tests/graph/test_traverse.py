@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from tracelake.graph import GraphIndex, IndexCache, impact, index_files, lineage, paths
-from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM, TraversalFilters
+from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM, TraversalFilters, _bfs, _Scratch, edge_filter
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
 
@@ -554,3 +554,29 @@ def test_the_index_of_a_node_with_a_huge_kind_stays_small(tmp_path: Path) -> Non
     assert peak < 20 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
     assert index.kind(index.positions["openlineage.job/ns/huge"]) == huge
     assert index.kind(index.positions["hive.table/db.t7"]) == "hive.table"
+
+
+# ---------------------------------------------------------------------- scratch kept between walks
+
+
+def test_walks_answer_the_same_with_their_scratch_reused(lake: GraphIndex) -> None:
+    starts = [A, B, C, D, E, G, fld(B, "country"), fld(C, "score_sum")]
+    fresh = {}
+    for start, direction in itertools.product(starts, ("downstream", "upstream")):
+        _Scratch._pools.clear()  # the reference: every walk on arrays made for it
+        fresh[start, direction] = reached(lineage(lake, [start], direction))
+    for start, direction in [*fresh, *reversed(fresh), *fresh]:
+        assert reached(lineage(lake, [start], direction)) == fresh[start, direction]
+
+
+def test_a_walk_keeps_its_distances_while_another_runs_and_gives_back_clean_arrays(lake: GraphIndex) -> None:
+    flt = edge_filter(lake)
+    first = _bfs(lake, lake.downstream, np.array([lake.positions[A]]), flt, None)
+    before = first.dist.copy()
+    second = _bfs(lake, lake.downstream, np.array([lake.positions[B]]), flt, None)
+    assert first.dist is not second.dist
+    assert np.array_equal(first.dist, before)
+    del first, second
+    pool = _Scratch._pools[lake.n_nodes]
+    assert len(pool) >= 2
+    assert all((s.dist == -1).all() and not s.mark.any() for s in pool)
