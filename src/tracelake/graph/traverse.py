@@ -31,13 +31,14 @@ start walks table lineage and a field start walks column lineage, both in the sa
 from __future__ import annotations
 
 import itertools
+import mmap
 import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -184,14 +185,36 @@ def edge_filter(index: GraphIndex, filters: TraversalFilters = NO_FILTERS) -> Ed
 class _Walk:
     """What one BFS learnt: hop distance per node position (-1 = not reached), in level order.
 
-    `dist` is lent from a `_Scratch` for as long as the walk lives: hold the walk, not the array.
+    `dist` reads the walk's `_Scratch`, lent for as long as the walk lives: hold the walk.
     """
 
-    dist: np.ndarray  # int32 over all node positions
+    dist: Distances
     nodes: np.ndarray  # reached positions, level by level (starts first)
     level_sizes: list[int]
     edges: np.ndarray  # edge positions crossed (filters passed), level by level
     sigma: np.ndarray | None  # shortest-route counts, when asked for
+
+
+class Distances:
+    """Hop distances by node position, -1 where the walk did not reach: a view of the walk's
+    scratch, which holds distance + 1 so that the zeros of fresh memory mean "not reached"."""
+
+    __slots__ = ("_plus_one",)
+
+    def __init__(self, plus_one: np.ndarray) -> None:
+        self._plus_one = plus_one
+
+    def __getitem__(self, positions: Any) -> Any:
+        return self._plus_one[positions] - 1
+
+
+def _zeros(n: int, dtype: type[np.generic]) -> np.ndarray:
+    """`n` zeros in memory mapped a page at a time. numpy asks for huge pages for large arrays:
+    then every node a walk touches makes 2 MB resident, and a walk of a few hundred nodes over a
+    10M-node graph made most of its 100 MB of scratch resident; here it makes a few hundred
+    pages, and memory never written reads as zeros without being resident at all."""
+    size = n * np.dtype(dtype).itemsize
+    return np.frombuffer(mmap.mmap(-1, max(size, 1)), dtype=dtype, count=n)
 
 
 class _Scratch:
@@ -200,8 +223,8 @@ class _Scratch:
     Made per walk, filling `dist` and touching the others was 40% of a depth-5 query at ten
     million edges (~9 ms of ~22 ms, cProfile, 100 starts): the arrays are 100 MB at that size,
     whatever the few hundred nodes the walk reaches. A walk takes a set from the pool of its
-    node count and gives it back when the walk is gone, with the entries it wrote reset: `dist`
-    all -1 and `mark` all False again (`stamp` is only read where just written).
+    node count and gives it back when the walk is gone, with the entries it wrote reset: `level`
+    (distance + 1) and `mark` all zero again (`stamp` is only read where just written).
     """
 
     KEPT: ClassVar[int] = 4  # sets kept per node count: concurrent walks beyond that make their own
@@ -211,9 +234,9 @@ class _Scratch:
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, n: int) -> None:
-        self.dist = np.full(n, -1, dtype=np.int32)
-        self.stamp = np.empty(n, dtype=np.int64)
-        self.mark = np.zeros(n, dtype=bool)
+        self.level = _zeros(n, np.int32)
+        self.stamp = _zeros(n, np.int64)
+        self.mark = _zeros(n, np.bool_)
 
     @classmethod
     def take(cls, n: int) -> _Scratch:
@@ -225,8 +248,8 @@ class _Scratch:
 
     @classmethod
     def give_back(cls, scratch: _Scratch, written: np.ndarray) -> None:
-        scratch.dist[written] = -1
-        n = len(scratch.dist)
+        scratch.level[written] = 0
+        n = len(scratch.level)
         with cls._lock:
             pool = cls._pools.pop(n, [])  # re-inserted: the dict's order is recency
             if len(pool) < cls.KEPT:
@@ -291,15 +314,15 @@ def _bfs(
 ) -> _Walk:
     n = index.n_nodes
     scratch = _Scratch.take(n)
-    dist = scratch.dist
-    dist[starts] = 0
+    plus_one = scratch.level  # hop distance + 1; 0: not reached
+    plus_one[starts] = 1
     # Scratch for deduplicating a level's new nodes (see `_dedupe`).
     stamp, mark = scratch.stamp, scratch.mark
     sigma = None
     if count_paths:
         # float64: route counts grow exponentially in layered graphs and would wrap int64;
         # above 2**53 they are approximate, which is fine for ranking impact.
-        sigma = np.zeros(n, dtype=np.float64)
+        sigma = _zeros(n, np.float64)
         sigma[starts] = 1.0
     levels = [starts]
     edge_chunks: list[np.ndarray] = []
@@ -314,11 +337,11 @@ def _bfs(
         slots = slots[keep]
         neighbours = adj.neighbours[slots]
         edge_chunks.append(adj.edges[slots])
-        fresh = _dedupe(neighbours[dist[neighbours] < 0], stamp, mark)
-        dist[fresh] = level
+        fresh = _dedupe(neighbours[plus_one[neighbours] == 0], stamp, mark)
+        plus_one[fresh] = level + 1
         if sigma is not None:
             near = np.repeat(frontier, counts)[keep]
-            onto = dist[neighbours] == level
+            onto = plus_one[neighbours] == level + 1
             near, far = near[onto], neighbours[onto]
             # Parallel edges (two signals or processes for one pair) are one route, not two.
             pairs = sorted_unique(near * n + far)
@@ -328,7 +351,7 @@ def _bfs(
         frontier = fresh
     nodes = np.concatenate(levels) if len(levels) > 1 else starts
     edges = np.concatenate(edge_chunks) if edge_chunks else np.empty(0, dtype=np.int64)
-    walk = _Walk(dist, nodes, [len(x) for x in levels], edges, sigma)
+    walk = _Walk(Distances(plus_one), nodes, [len(x) for x in levels], edges, sigma)
     weakref.finalize(walk, _Scratch.give_back, scratch, nodes)
     return walk
 
@@ -620,7 +643,8 @@ def paths(
         if (a, b) not in via:
             via[(a, b)] = e
             successors[a].append(b)
-    hops_left = to_target.tolist()
+    # hops to the target from each node a step can reach (every one reaches it: pruned above)
+    hops_left = dict(zip(v.tolist(), to_target[v].tolist(), strict=True))
 
     found: list[list[int]] = []
     budget = _PATH_STEP_BUDGET
