@@ -55,11 +55,13 @@ class IndexCache:
     Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
     every time. A stale index catches up from the changes since its version (`catch_up`: the
     rows those ingests wrote, merged in), or is built again when the changes cannot be placed.
-    The caller waits while that is quick (under `wait_budget` seconds last time): the answers
-    follow the latest graph. One caller refreshes at a time; the others answer from the index
-    there is meanwhile instead of queueing behind it. Once a refresh takes longer, readers keep
-    the index they have, one background thread refreshes it, and the new one replaces the old
-    when done. Indexes are immutable, so readers of an old one are safe.
+    The caller waits while that is quick (under `wait_budget` seconds last time): the answer
+    holds every write committed before the call. One refresh runs at a time; a caller that finds
+    one running (another reader's, or the background one a server starts after each commit of
+    its own, `refresh_soon`) waits for it and takes its index when that is recent enough for the
+    call, rather than refreshing again for writes made since. Once a refresh takes longer,
+    readers keep the index they have, one background thread refreshes it, and the new one
+    replaces the old when done. Indexes are immutable, so readers of an old one are safe.
 
     The index kept on disk (`root`) is opened by a process that has none, whatever its version,
     and caught up; it is written again after a build that took `keep_after` seconds or more, or
@@ -95,33 +97,39 @@ class IndexCache:
         return self._index is not None
 
     def get(self) -> GraphIndex:
+        """The index at least at the store's version as this call finds it: every write
+        committed before the call is in it."""
         index = self._index
         version = self.store.graph_version()
-        if index is not None and index.version == version:
+        if index is not None and index.version >= version:
             return index
         if index is not None and self.last_build_seconds > self.wait_budget:
             self._refresh_in_background()
             return index
         if index is None:
             with self._lock:
-                return self._fresh()
-        # one reader refreshes; the others answer from the index there is meanwhile, rather
-        # than queue behind it (a server written to many times a second would refresh for each)
-        if not self._lock.acquire(blocking=False):
+                return self._fresh(version)
+        # A refresh is quick here (the last took under `wait_budget`): a caller that finds one
+        # running waits for it, and takes what it made when that is recent enough for the call,
+        # instead of refreshing again for writes made since (a server written to many times a
+        # second would refresh for each). Past the budget it answers from the index there is.
+        if not self._lock.acquire(timeout=self.wait_budget):
             return index
         try:
-            return self._fresh()
+            return self._fresh(version)
         finally:
             self._lock.release()
 
-    def _fresh(self) -> GraphIndex:
-        """The index at the store's version (the lock held)."""
-        current = self.store.graph_version()
-        if self._index is not None and self._index.version == current:
+    def _fresh(self, wanted: int | None = None) -> GraphIndex:
+        """The index at version `wanted` or later, by default the store's version now (the
+        lock held)."""
+        current = self.store.graph_version() if wanted is None else wanted
+        if self._index is not None and self._index.version >= current:
             return self._index  # another caller built it while this one waited
         if self._index is None:
-            kept = self._open_kept(current)
-            if kept is not None and kept.version == current:
+            now = self.store.graph_version() if wanted is not None else current
+            kept = self._open_kept(now)
+            if kept is not None and kept.version == now:
                 return kept
         return self._refresh()
 
