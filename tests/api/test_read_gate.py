@@ -141,16 +141,3 @@ def test_a_read_catches_the_index_up_before_the_gate_not_behind_it(
     service.close()
     assert caught_up_while_held
     assert service._indexes.catch_ups == before + 1  # the read behind found it caught up
-
-
-def test_a_write_the_server_commits_catches_its_index_up_without_a_read(service: Tracelake) -> None:
-    app = create_app(service, ApiSettings(subscription_interval=None))
-    with serve_in_thread(app) as base:
-        assert service.index().version == service.store.graph_version()
-        before = service._indexes.catch_ups
-        assert requests.post(base + "/api/v1/lineage", json=run_event(), timeout=30).status_code == 201
-        catch_ups_after(service, before)
-        index, version = service._indexes._index, service.store.graph_version()
-    service.close()
-    assert index is not None and index.version == version
-    assert "kafka.topic//broker:9092/ads.export_topic" in index.positions

@@ -202,9 +202,7 @@ class Tracelake:
             if self._writer is None:
                 self._writer = writer_for(self.store)
             writer = self._writer
-        committed = writer.submit(batches)
-        committed.add_done_callback(lambda _: self._indexes.refresh_soon())
-        return committed
+        return writer.submit(batches)
 
     def submit_openlineage(self, document: Any) -> Future[None]:
         """Queue one OpenLineage event, or an array of them (all or nothing), as `submit` does. One

@@ -32,10 +32,6 @@ KEEP_AFTER = 0.2
 # An index caught up from its kept files is written again once what it caught up passes this
 # share of them: until then each new process catches up from the kept one, at a small cost.
 REKEEP = 0.05
-# Background refreshes start at most this often (seconds): a server taking a stream of writes
-# catches up a few times a second rather than after each group of events, which at a million
-# edges would keep a core busy merging arrays.
-BACKGROUND_SPACING = 0.25
 
 
 def index_root(store_url: str) -> Path | None:
@@ -55,13 +51,11 @@ class IndexCache:
     Checking costs one tiny query, so callers (a CLI command, an HTTP request) can call `get()`
     every time. A stale index catches up from the changes since its version (`catch_up`: the
     rows those ingests wrote, merged in), or is built again when the changes cannot be placed.
-    The caller waits while that is quick (under `wait_budget` seconds last time): the answer
-    holds every write committed before the call. One refresh runs at a time; a caller that finds
-    one running (another reader's, or the background one a server starts after each commit of
-    its own, `refresh_soon`) waits for it and takes its index when that is recent enough for the
-    call, rather than refreshing again for writes made since. Once a refresh takes longer,
-    readers keep the index they have, one background thread refreshes it, and the new one
-    replaces the old when done. Indexes are immutable, so readers of an old one are safe.
+    The caller waits while that is quick (under `wait_budget` seconds last time): the answers
+    follow the latest graph. One caller refreshes at a time; the others answer from the index
+    there is meanwhile instead of queueing behind it. Once a refresh takes longer, readers keep
+    the index they have, one background thread refreshes it, and the new one replaces the old
+    when done. Indexes are immutable, so readers of an old one are safe.
 
     The index kept on disk (`root`) is opened by a process that has none, whatever its version,
     and caught up; it is written again after a build that took `keep_after` seconds or more, or
@@ -88,48 +82,41 @@ class IndexCache:
         self._index: GraphIndex | None = None
         self._kept_size = 0  # nodes and edges of the index kept on disk, when this one came from it
         self._lock = threading.Lock()  # held while building
-        self._flag = threading.Lock()  # guards `_building` and `_again`, never held during a build
-        self._building = False  # a background refresh is running
-        self._again = False  # the store moved since that refresh began: it goes round once more
+        self._flag = threading.Lock()  # guards `_building` alone, never held during a build
+        self._building = False  # a background build is running
 
     @property
     def loaded(self) -> bool:
         return self._index is not None
 
     def get(self) -> GraphIndex:
-        """The index at least at the store's version as this call finds it: every write
-        committed before the call is in it."""
         index = self._index
         version = self.store.graph_version()
-        if index is not None and index.version >= version:
+        if index is not None and index.version == version:
             return index
         if index is not None and self.last_build_seconds > self.wait_budget:
-            self._refresh_in_background()
+            self._build_in_background()
             return index
         if index is None:
             with self._lock:
-                return self._fresh(version)
-        # A refresh is quick here (the last took under `wait_budget`): a caller that finds one
-        # running waits for it, and takes what it made when that is recent enough for the call,
-        # instead of refreshing again for writes made since (a server written to many times a
-        # second would refresh for each). Past the budget it answers from the index there is.
-        if not self._lock.acquire(timeout=self.wait_budget):
+                return self._fresh()
+        # one reader refreshes; the others answer from the index there is meanwhile, rather
+        # than queue behind it (a server written to many times a second would refresh for each)
+        if not self._lock.acquire(blocking=False):
             return index
         try:
-            return self._fresh(version)
+            return self._fresh()
         finally:
             self._lock.release()
 
-    def _fresh(self, wanted: int | None = None) -> GraphIndex:
-        """The index at version `wanted` or later, by default the store's version now (the
-        lock held)."""
-        current = self.store.graph_version() if wanted is None else wanted
-        if self._index is not None and self._index.version >= current:
+    def _fresh(self) -> GraphIndex:
+        """The index at the store's version (the lock held)."""
+        current = self.store.graph_version()
+        if self._index is not None and self._index.version == current:
             return self._index  # another caller built it while this one waited
         if self._index is None:
-            now = self.store.graph_version() if wanted is not None else current
-            kept = self._open_kept(now)
-            if kept is not None and kept.version == now:
+            kept = self._open_kept(current)
+            if kept is not None and kept.version == current:
                 return kept
         return self._refresh()
 
@@ -186,38 +173,20 @@ class IndexCache:
     def _identity(self) -> str:
         return f"{store_label(self.store.url)}#{self.store.identity()}"
 
-    def refresh_soon(self) -> None:
-        """Catch the index up in the background now, when there is one: this process has just
-        committed a write, and its next reads should find it rather than catch up themselves."""
-        if self._index is not None:
-            self._refresh_in_background()
-
-    def _refresh_in_background(self) -> None:
-        """One thread refreshes the index, again while the store moved during the last round
-        (each round at least `BACKGROUND_SPACING` after the previous one began)."""
+    def _build_in_background(self) -> None:
         with self._flag:
-            self._again = True
             if self._building:
                 return
             self._building = True
 
-        def refresh() -> None:
-            began = 0.0
-            while True:
-                with self._flag:
-                    if not self._again:
-                        self._building = False
-                        return
-                    self._again = False
-                time.sleep(max(began + BACKGROUND_SPACING - time.monotonic(), 0.0))
-                began = time.monotonic()
-                try:
-                    with self._lock:
-                        self._fresh()
-                except Exception as error:  # a reader meets it again; the thread must not die
-                    logger.warning("graph index not refreshed (%s)", type(error).__name__)
+        def build() -> None:
+            try:
+                with self._lock:
+                    self._refresh()
+            finally:
+                self._building = False
 
-        threading.Thread(target=refresh, name="tracelake-index-refresh", daemon=True).start()
+        threading.Thread(target=build, name="tracelake-index-build", daemon=True).start()
 
     def invalidate(self) -> None:
         with self._lock:
