@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -73,6 +74,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.state.settings = settings
     app.state.webhooks = webhooks
     app.state.read_concurrency = settings.read_concurrency
+    app.state.read_gate = anyio.Semaphore(settings.read_concurrency)  # `gate.GatedRoute` waits here
     app.state.tokens = Tokens.load(settings.token_file) if settings.token_file else None
     # every body read within the limit (413 past it, declared or not), gzip and deflate decoded
     app.add_middleware(RequestBodies, max_bytes=settings.max_body_bytes)

@@ -6,8 +6,8 @@ eight reads in flight share the GIL in 5 ms turns: each takes about eight times 
 and handing the lock over costs CPU of its own, so a large closure behind seven others answers
 in hundreds of milliseconds. Queued in arrival order at a gate of `ApiSettings.read_concurrency`
 places (one by default) each waits only for the reads before it. `bench/api.py` runs the same
-load both ways: at 8 clients on 2 cores, the gate of one took downstream p99 from 713 to 209 ms,
-the server's CPU a request from 18.9 to 12.0 ms and the throughput from 55 to 81 requests/s.
+load both ways: at 8 clients on 2 cores and a million edges, the gate of one took downstream p99
+from 427 to 174 ms and the server's CPU a read from 12.9 to 9.0 ms (bench/README, run 7).
 A server whose reads wait on a remote database more than they compute may want more places.
 Writes are not gated: an ingest awaits its group commit, and holding a place while it waits
 would stop every read behind it; nor are subscriptions, whose requests may wait for events.
@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute
 from tracelake.api.deps import READ
 from tracelake.api.json_bodies import JsonBodyRoute
 
-READ_CONCURRENCY = 1
+READ_CONCURRENCY = 1  # the default of `ApiSettings.read_concurrency`
 
 
 class GatedRoute(APIRoute):
@@ -47,19 +47,10 @@ class GatedRoute(APIRoute):
             if service.index_loaded:
                 with contextlib.suppress(Exception):  # the route meets the failure if it needs it
                     await anyio.to_thread.run_sync(service.index)
-            async with read_gate(request):
+            async with request.app.state.read_gate:
                 return await handler(request)
 
         return gated
-
-
-def read_gate(request: Request) -> anyio.Semaphore:
-    """The app's gate, made at its first read (`app.state.read_concurrency` places)."""
-    state = request.app.state
-    gate: anyio.Semaphore | None = getattr(state, "read_gate", None)
-    if gate is None:  # made on the event loop's one thread: no other request can race it here
-        gate = state.read_gate = anyio.Semaphore(getattr(state, "read_concurrency", READ_CONCURRENCY))
-    return gate
 
 
 class GatedJsonBodyRoute(GatedRoute, JsonBodyRoute):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracelake.graph.index import FIELD, Adjacency, GraphIndex, UrnSequence, assets_of, positions_of
-from tracelake.graph.index_files import release
+from tracelake.graph.index_files import ADJACENCY_ARRAYS, release
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
 
@@ -92,9 +92,9 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     }
     edges: dict[str, np.ndarray] = {}
     for name, rows in new_rows.items():
-        edges[name] = merge.rows(getattr(index, name), rows)
-        # the kept index's pages, read once to be copied, are not held as well as the copy
-        release(getattr(index, name))
+        old = getattr(index, name)
+        edges[name] = merge.rows(old, rows)
+        release(old)  # the kept index's pages, read once to be copied, are not held as well as the copy
     is_new_open = valid_to == OPEN_END
     downstream = merge.adjacency(index.downstream, n, source, target, is_new_open)
     release(*_arrays_of(index.downstream))
@@ -116,8 +116,8 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     )
 
 
-def _arrays_of(adjacency: Adjacency) -> tuple[np.ndarray, ...]:
-    return adjacency.indptr, adjacency.degrees, adjacency.edges, adjacency.neighbours, adjacency.is_open
+def _arrays_of(adjacency: Adjacency) -> list[np.ndarray]:
+    return [getattr(adjacency, name) for name in ADJACENCY_ARRAYS]
 
 
 def joined(old: np.ndarray, new: np.ndarray) -> np.ndarray:

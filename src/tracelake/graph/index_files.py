@@ -46,7 +46,8 @@ _EDGE_ARRAYS = (
     "edge_valid_to",
     "edge_is_field",
 )
-_ADJACENCY_ARRAYS = ("indptr", "degrees", "edges", "neighbours", "is_open")
+# the arrays of an `Adjacency`, by field name
+ADJACENCY_ARRAYS = ("indptr", "degrees", "edges", "neighbours", "is_open")
 
 
 class MappedUrns:
@@ -131,7 +132,7 @@ def save(index: GraphIndex, root: Path, *, store: str) -> Path:
     arrays: dict[str, np.ndarray] = {name: getattr(index, name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
     for direction in ("downstream", "upstream"):
         adjacency = getattr(index, direction)
-        arrays.update({f"{direction}.{name}": getattr(adjacency, name) for name in _ADJACENCY_ARRAYS})
+        arrays.update({f"{direction}.{name}": getattr(adjacency, name) for name in ADJACENCY_ARRAYS})
     arrays.update(MappedUrns.arrays(index.urns))
     for name, array in arrays.items():
         np.save(staged / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
@@ -169,7 +170,7 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
 
         arrays = {name: mapped(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
         adjacencies = {
-            direction: Adjacency(**{name: mapped(f"{direction}.{name}") for name in _ADJACENCY_ARRAYS})
+            direction: Adjacency(**{name: mapped(f"{direction}.{name}") for name in ADJACENCY_ARRAYS})
             for direction in ("downstream", "upstream")
         }
         urns = MappedUrns(
