@@ -4,6 +4,7 @@ a lock, and the driver-level statements the hot paths use (docs/decisions.md, "M
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import time
@@ -96,11 +97,13 @@ def _setup_due(conn: sa.Connection) -> bool:
 
 
 def _backfill_due(conn: sa.Connection) -> bool:
-    """Versions but no observation: a store from before observations were kept."""
+    """Versions but no observation: a store from before observations were kept.
+
+    One statement, so one snapshot: asked in two, an ingest committing its first version and
+    observation in between (a writer into the new store) made a new store look old."""
     o, v = s.process_observations, s.process_versions
-    if conn.execute(sa.select(o.c.at).limit(1)).first() is not None:
-        return False
-    return conn.execute(sa.select(v.c.valid_from).limit(1)).first() is not None
+    versions, observations = sa.exists(sa.select(v.c.valid_from)), sa.exists(sa.select(o.c.at))
+    return bool(conn.execute(sa.select(sa.and_(versions, ~observations))).scalar())
 
 
 def _lock_schema(conn: sa.Connection) -> None:
@@ -170,6 +173,32 @@ def markers(conn: sa.Connection, count: int) -> str:
     """`count` positional placeholders in the driver's own style (sqlite3: ?, psycopg: %s)."""
     marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     return ", ".join([marker] * count)
+
+
+def rows_where_in(
+    conn: sa.Connection, select: str, column: str, values: Sequence[Any], also: str = "", *params: Any
+) -> Iterator[Any]:
+    """The rows of driver SQL `select` whose `column` is one of `values` (and `also`, a further
+    condition written with `?`, bound to `params`), a chunk of values a statement."""
+    for chunk in chunks(values):
+        where = f" WHERE {column} IN ({markers(conn, len(chunk))}){also}"
+        yield from conn.exec_driver_sql(driver_sql(conn, select + where), (*chunk, *params))
+
+
+def driver_sql(conn: sa.Connection, sql: str) -> str:
+    """`sql`, written with qmark placeholders (`?`), in the driver's own style."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+def json_param(value: Any) -> str:
+    """A value for a JSON column, as SQLAlchemy's JSON type writes it (None is JSON null)."""
+    return json.dumps(value)
+
+
+def json_result(conn: sa.Connection, value: Any) -> Any:
+    """A JSON column as the driver returns it, decoded: SQLite gives its text, psycopg decodes
+    it already."""
+    return json.loads(value) if isinstance(value, str) and conn.dialect.name == "sqlite" else value
 
 
 def driver_insert(

@@ -36,7 +36,15 @@ from tracelake.model import (
 from tracelake.model.names import openlineage_run_id
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
-from tracelake.store.engine import chunks, driver_insert, markers
+from tracelake.store.engine import (
+    chunks,
+    driver_insert,
+    driver_sql,
+    json_param,
+    json_result,
+    markers,
+    rows_where_in,
+)
 from tracelake.store.history import HistoryPlan, StoredVersion, plan_history
 from tracelake.store.records import IngestReport, edge_query
 from tracelake.store.schema import to_micros
@@ -301,8 +309,7 @@ class _Writes:
             touched = {ids[urn] for urn in itertools.chain(assets, fields, processes, unnamed)}
             conn.exec_driver_sql(_LOCK_NODES, (sorted(touched),))
         self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
-        for chunk in chunks([ids[urn] for urn in unnamed]):
-            conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
+        _mark_seen(conn, [ids[urn] for urn in unnamed], now_us)
         return self._ids
 
     def _insert_missing(self, conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -332,10 +339,8 @@ class _Writes:
 
     def _resolve_ids(self, conn: sa.Connection, urns: Sequence[str]) -> None:
         unknown = [u for u in dict.fromkeys(urns) if u not in self._ids]
-        for chunk in chunks(unknown):
-            query = f"SELECT id, urn FROM nodes WHERE urn IN ({markers(conn, len(chunk))})"
-            for node_id, urn in conn.exec_driver_sql(query, tuple(chunk)):
-                self._ids[urn] = node_id
+        for node_id, urn in rows_where_in(conn, "SELECT id, urn FROM nodes", "urn", unknown):
+            self._ids[urn] = node_id
 
     def _update_node_properties(
         self,
@@ -374,26 +379,31 @@ class _Writes:
             node_id: {k: v for k, v in props.items() if v is not None} for node_id, props in said.items()
         }
         with_values = [node_id for node_id, props in changes.items() if props]
-        stored: dict[int, Any] = {}
-        for chunk in chunks(with_values):
-            for row in conn.execute(_NODE_VALUES, {"ids": list(chunk)}):
-                stored[row.id] = row
-        updates: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+        stored: dict[int, dict[str, Any]] = {}
+        for node_id, *values in rows_where_in(conn, _NODE_VALUES, "id", with_values):
+            row = stored[node_id] = dict(zip(_NODE_PROPERTIES, values, strict=True))
+            row["labels"] = json_result(conn, row["labels"])
+            row["properties"] = json_result(conn, row["properties"])
+        updates: dict[tuple[str, ...], list[tuple[Any, ...]]] = defaultdict(list)
         for node_id in with_values:
             props, row = changes[node_id], stored[node_id]
             if "labels" in props:
-                props["labels"] = sorted(set(row.labels or ()) | set(props["labels"]))
+                props["labels"] = sorted(set(row["labels"] or ()) | set(props["labels"]))
             if "properties" in props:
-                props["properties"] = {**(row.properties or {}), **props["properties"]}
-            differing = {k: v for k, v in props.items() if v != getattr(row, k)}
+                props["properties"] = {**(row["properties"] or {}), **props["properties"]}
+            differing = {k: v for k, v in props.items() if v != row[k]}
             if differing:
-                updates[tuple(sorted(differing))].append({"_id": node_id, **differing})
+                columns = tuple(sorted(differing))
+                assigned = (
+                    json_param(differing[c]) if c in _JSON_PROPERTIES else differing[c] for c in columns
+                )
+                updates[columns].append((*assigned, node_id))
         for columns, rows in updates.items():
-            conn.execute(_node_update(columns), rows)
+            assignments = ", ".join(f"{column} = ?" for column in columns)
+            conn.exec_driver_sql(driver_sql(conn, f"UPDATE nodes SET {assignments} WHERE id = ?"), rows)
         # One UPDATE … WHERE id IN (…) per chunk rather than one per node: on a re-ingest
         # nearly every node only has last_seen moved, and per-row executemany dominated.
-        for chunk in chunks(list(changes)):
-            conn.execute(_NODES_SEEN, {"ids": list(chunk), "now": now_us})
+        _mark_seen(conn, list(changes), now_us)
 
     def write_versions(
         self,
@@ -446,37 +456,42 @@ class _Writes:
             report.versions_replaced += plan.replaced
             report.versions_added += len(plan.insert) - plan.replaced
 
-        def params(kind: str, **extra: Any) -> list[dict[str, Any]]:
+        def params(kind: str, value: Any = None) -> list[tuple[Any, ...]]:
+            """(value, process id, valid_from) of each version of `kind`: `value` a function of
+            the version, or none."""
             return [
-                {"_pid": pid, "_from": v.valid_from, **{k: f(v) for k, f in extra.items()}}
+                (*(() if value is None else (value(v),)), pid, v.valid_from)
                 for pid, plan in plans.items()
                 for v in getattr(plan, kind)
             ]
 
         gone = params("delete")
-        moved = params("retime", _to=lambda v: v.valid_to)
-        self.versions.update((row["_pid"], row["_from"]) for row in (*gone, *moved))
+        moved = params("retime", lambda v: v.valid_to)
+        self.versions.update((pid, valid_from) for *_, pid, valid_from in (*gone, *moved))
         self.versions.update((pid, v.valid_from) for pid, plan in plans.items() for v in plan.insert)
         if gone:
-            conn.execute(_VERSION_DELETE, gone)
-            result = conn.execute(_VERSION_EDGES_DELETE, gone)
+            conn.exec_driver_sql(driver_sql(conn, f"DELETE FROM process_versions WHERE {_OF_VERSION}"), gone)
+            result = conn.exec_driver_sql(driver_sql(conn, f"DELETE FROM edges WHERE {_OF_VERSION}"), gone)
             report.edges_replaced += max(result.rowcount, 0)
         if moved:
-            conn.execute(_VERSION_CLOSE, moved)
-            result = conn.execute(_VERSION_EDGES_CLOSE, moved)
+            close = f"SET valid_to = ? WHERE {_OF_VERSION}"
+            conn.exec_driver_sql(driver_sql(conn, f"UPDATE process_versions {close}"), moved)
+            result = conn.exec_driver_sql(driver_sql(conn, f"UPDATE edges {close}"), moved)
             report.edges_closed += max(result.rowcount, 0)
-        seen = params("touch", _now=lambda v: now_us)
+        seen = params("touch", lambda v: now_us)
         if seen:
-            conn.execute(_VERSION_SEEN, seen)
-            conn.execute(_VERSION_EDGES_SEEN, seen)
+            touch = f"SET last_seen = ? WHERE {_OF_VERSION}"
+            conn.exec_driver_sql(driver_sql(conn, f"UPDATE process_versions {touch}"), seen)
+            conn.exec_driver_sql(driver_sql(conn, f"UPDATE edges {touch}"), seen)
         changed = [
-            {"_pid": pid, "_at": at}
+            (pid, at)
             for pid, plan in plans.items()
             for at in plan.observations
             if at in observations.get(pid, {})
         ]
         if changed:
-            conn.execute(_OBSERVATION_DELETE, changed)
+            delete = "DELETE FROM process_observations WHERE process_id = ? AND at = ?"
+            conn.exec_driver_sql(driver_sql(conn, delete), changed)
         observation_rows = [
             (pid, at, content, now_us)
             for pid, plan in plans.items()
@@ -514,47 +529,49 @@ class _Writes:
 
     def _load_versions(self, conn: sa.Connection, process_ids: set[int]) -> dict[int, list[StoredVersion]]:
         versions: dict[int, list[StoredVersion]] = {pid: [] for pid in process_ids}
-        for chunk in chunks(sorted(process_ids)):
-            for row in conn.execute(_VERSIONS_OF, {"ids": list(chunk)}):
-                versions[row.process_id].append(StoredVersion(row.valid_from, row.valid_to, row.content_hash))
+        select = "SELECT process_id, valid_from, valid_to, content_hash FROM process_versions"
+        for pid, valid_from, valid_to, content_hash in rows_where_in(
+            conn, select, "process_id", sorted(process_ids)
+        ):
+            versions[pid].append(StoredVersion(valid_from, valid_to, content_hash))
         return versions
 
     def _load_observations(self, conn: sa.Connection, since: dict[int, int]) -> dict[int, dict[int, str]]:
         """Each process's stored observations at or after its instant in `since`."""
         found: dict[int, dict[int, str]] = {}
         earliest = min(since.values())
-        for chunk in chunks(sorted(since)):
-            for pid, at, content in conn.execute(_OBSERVATIONS_OF, {"ids": list(chunk), "since": earliest}):
-                if at >= since[pid]:
-                    found.setdefault(pid, {})[at] = content
+        select = "SELECT process_id, at, content_hash FROM process_observations"
+        for pid, at, content in rows_where_in(
+            conn, select, "process_id", sorted(since), " AND at >= ?", earliest
+        ):
+            if at >= since[pid]:
+                found.setdefault(pid, {})[at] = content
         return found
 
     def write_changes(self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int]) -> None:
         """Lifecycle changes, once each: the same change of an asset at the same instant is one."""
         rows = {
-            (ids[c.asset], to_micros(c.at), str(c.change)): {
-                "asset_id": ids[c.asset],
-                "at": to_micros(c.at),
-                "change": str(c.change),
-                "signal": str(c.signal),
-                "process_id": ids[c.process] if c.process else None,
-                "run_id": c.run_id,
-                "columns": [list(column) for column in c.columns] if c.columns is not None else None,
-                "previous_id": ids[c.previous] if c.previous else None,
-            }
+            (ids[c.asset], to_micros(c.at), str(c.change)): (
+                ids[c.asset],
+                to_micros(c.at),
+                str(c.change),
+                str(c.signal),
+                ids[c.process] if c.process else None,
+                c.run_id,
+                json_param([list(column) for column in c.columns] if c.columns is not None else None),
+                ids[c.previous] if c.previous else None,
+            )
             for batch in batches
             for c in batch.changes
         }
         if not rows:
             return
-        a = s.asset_changes
-        known: set[tuple[Any, ...]] = set()
-        for chunk in chunks(sorted({asset for asset, _, _ in rows})):
-            query = sa.select(a.c.asset_id, a.c.at, a.c.change).where(a.c.asset_id.in_(chunk))
-            known.update(tuple(row) for row in conn.execute(query))
+        select = "SELECT asset_id, at, change FROM asset_changes"
+        assets = sorted({asset for asset, _, _ in rows})
+        known = {tuple(row) for row in rows_where_in(conn, select, "asset_id", assets)}
         fresh = [row for key, row in rows.items() if key not in known]
         if fresh:
-            conn.execute(sa.insert(a), fresh)
+            driver_insert(conn, s.asset_changes, _CHANGE_COLUMNS, fresh)
 
     def write_column_orders(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], now_us: int
@@ -571,31 +588,27 @@ class _Writes:
                     declared[key] = max(declared.get(key, []), list(columns))
         if not declared:
             return
-        o = s.column_orders
         stored: dict[tuple[int, int], list[str]] = {}
-        for chunk in chunks(sorted({asset for asset, _ in declared})):
-            for row in conn.execute(
-                sa.select(o.c.asset_id, o.c.at, o.c.columns).where(o.c.asset_id.in_(chunk))
-            ):
-                stored[(row.asset_id, row.at)] = row.columns
+        select = "SELECT asset_id, at, columns FROM column_orders"
+        for asset_id, at, columns in rows_where_in(
+            conn, select, "asset_id", sorted({a for a, _ in declared})
+        ):
+            stored[(asset_id, at)] = json_result(conn, columns)
         changed = [
-            key
+            (json_param(columns), *key)
             for key, columns in declared.items()
             if key in stored and max(stored[key], columns) != stored[key]
         ]
-        for asset_id, at in changed:
-            conn.execute(
-                o.update()
-                .where(o.c.asset_id == asset_id, o.c.at == at)
-                .values(columns=declared[(asset_id, at)])
-            )
+        if changed:
+            update = "UPDATE column_orders SET columns = ? WHERE asset_id = ? AND at = ?"
+            conn.exec_driver_sql(driver_sql(conn, update), changed)
         new = [
-            {"asset_id": asset_id, "at": at, "columns": columns, "first_seen": now_us}
+            (asset_id, at, json_param(columns), now_us)
             for (asset_id, at), columns in declared.items()
             if (asset_id, at) not in stored
         ]
         if new:
-            conn.execute(o.insert(), new)
+            driver_insert(conn, s.column_orders, ("asset_id", "at", "columns", "first_seen"), new)
 
     def write_runs(
         self, conn: sa.Connection, batches: list[LineageBatch], ids: dict[str, int], report: IngestReport
@@ -635,18 +648,18 @@ class _Writes:
         self, conn: sa.Connection, batches: list[LineageBatch], now_us: int, report: IngestReport
     ) -> None:
         rows = [
-            {
-                "source": _fitted(p.source, s.width(s.problems.c.source)),
-                "location": _fitted(p.location, s.width(s.problems.c.location)),
-                "reason": p.reason,
-                "excerpt": p.excerpt,
-                "recorded_at": now_us,
-            }
+            (
+                _fitted(p.source, s.width(s.problems.c.source)),
+                _fitted(p.location, s.width(s.problems.c.location)),
+                p.reason,
+                p.excerpt,
+                now_us,
+            )
             for batch in batches
             for p in batch.problems
         ]
         if rows:
-            conn.execute(s.problems.insert(), rows)
+            driver_insert(conn, s.problems, ("source", "location", "reason", "excerpt", "recorded_at"), rows)
         report.problems = len(rows)
 
     def write_events(self, conn: sa.Connection, batches: list[LineageBatch], now_us: int) -> None:
@@ -665,64 +678,34 @@ class _Writes:
                 except (KeyError, TypeError, ValueError, OverflowError):
                     event_time = now_us
                 rows.append(
-                    {
-                        "event_time": event_time,
-                        "event_type": _stored_event_type(event.get("eventType")),
-                        "run_id": run_id,
-                        "job_namespace": job.get("namespace"),
-                        "job_name": job.get("name"),
-                        "received_at": now_us,
-                        "body": event,
-                    }
+                    (
+                        event_time,
+                        _stored_event_type(event.get("eventType")),
+                        run_id,
+                        job.get("namespace"),
+                        job.get("name"),
+                        now_us,
+                        json_param(event),
+                    )
                 )
         if rows:
-            conn.execute(s.openlineage_events.insert(), rows)
+            driver_insert(conn, s.openlineage_events, _EVENT_COLUMNS, rows)
 
 
-# The statements of the ingest path, built once: building one cost more than running it.
-_NODE_VALUES = sa.select(
-    s.nodes.c.id,
-    s.nodes.c.owner,
-    s.nodes.c.layer,
-    s.nodes.c.security_level,
-    s.nodes.c.labels,
-    s.nodes.c.description,
-    s.nodes.c.properties,
-    s.nodes.c.data_type,
-).where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
+# The statements of the ingest path, as driver SQL (written with `?`: `engine.driver_sql`):
+# SQLAlchemy's own execution of a statement cost more than SQLite running it, and compiling
+# each for a new engine (a tracked Spark job's one ingest) more still.
+_NODE_PROPERTIES = ("owner", "layer", "security_level", "labels", "description", "properties", "data_type")
+_JSON_PROPERTIES = frozenset({"labels", "properties"})
+_NODE_VALUES = f"SELECT id, {', '.join(_NODE_PROPERTIES)} FROM nodes"
 _DRAW_NODE_IDS = "SELECT nextval(pg_get_serial_sequence('nodes', 'id')) FROM generate_series(1, %s)"
 # The ids as one array: as IN lists of 5,000 values, locking 60,000 nodes took 1.3 s, not 0.25 s.
 _LOCK_NODES = "SELECT id FROM nodes WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
-_NODES_SEEN = (
-    s.nodes.update()
-    .where(s.nodes.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .values(last_seen=sa.bindparam("now"))
-)
-_VERSIONS_OF = sa.select(
-    s.process_versions.c.process_id,
-    s.process_versions.c.valid_from,
-    s.process_versions.c.valid_to,
-    s.process_versions.c.content_hash,
-    s.process_versions.c.edge_count,
-).where(s.process_versions.c.process_id.in_(sa.bindparam("ids", expanding=True)))
-
-
-def _of_version(table: sa.Table) -> sa.ColumnElement[bool]:
-    """The rows of one process version, bound per executemany row as `_pid` and `_from`."""
-    return sa.and_(table.c.process_id == sa.bindparam("_pid"), table.c.valid_from == sa.bindparam("_from"))
-
-
-_OBSERVATIONS_OF = sa.select(
-    s.process_observations.c.process_id, s.process_observations.c.at, s.process_observations.c.content_hash
-).where(
-    s.process_observations.c.process_id.in_(sa.bindparam("ids", expanding=True)),
-    s.process_observations.c.at >= sa.bindparam("since"),
-)
-_OBSERVATION_DELETE = s.process_observations.delete().where(
-    s.process_observations.c.process_id == sa.bindparam("_pid"),
-    s.process_observations.c.at == sa.bindparam("_at"),
-)
+# The rows of one process version, given per executemany row after any value set.
+_OF_VERSION = "process_id = ? AND valid_from = ?"
 _OBSERVATION_COLUMNS = ("process_id", "at", "content_hash", "first_seen")
+_CHANGE_COLUMNS = ("asset_id", "at", "change", "signal", "process_id", "run_id", "columns", "previous_id")
+_EVENT_COLUMNS = ("event_time", "event_type", "run_id", "job_namespace", "job_name", "received_at", "body")
 _EDGES_OF_HASH = (
     edge_query()
     .add_columns(s.edges.c.source_id, s.edges.c.target_id)
@@ -739,26 +722,13 @@ _EDGES_OF_HASH = (
         ),
     )
 )
-_VERSION_DELETE = s.process_versions.delete().where(_of_version(s.process_versions))
-_VERSION_EDGES_DELETE = s.edges.delete().where(_of_version(s.edges))
-_VERSION_CLOSE = (
-    s.process_versions.update().where(_of_version(s.process_versions)).values(valid_to=sa.bindparam("_to"))
-)
-_VERSION_EDGES_CLOSE = s.edges.update().where(_of_version(s.edges)).values(valid_to=sa.bindparam("_to"))
-_VERSION_SEEN = (
-    s.process_versions.update().where(_of_version(s.process_versions)).values(last_seen=sa.bindparam("_now"))
-)
-_VERSION_EDGES_SEEN = s.edges.update().where(_of_version(s.edges)).values(last_seen=sa.bindparam("_now"))
 
 
-@functools.cache
-def _node_update(columns: tuple[str, ...]) -> sa.Update:
-    """UPDATE nodes SET <columns> WHERE id = :_id, for an executemany of rows with those keys."""
-    return (
-        s.nodes.update()
-        .where(s.nodes.c.id == sa.bindparam("_id"))
-        .values({column: sa.bindparam(column) for column in columns})
-    )
+def _mark_seen(conn: sa.Connection, node_ids: Sequence[int], now_us: int) -> None:
+    """Move the nodes' last_seen to now: one UPDATE … WHERE id IN (…) a chunk."""
+    for chunk in chunks(node_ids):
+        query = f"UPDATE nodes SET last_seen = {markers(conn, 1)} WHERE id IN ({markers(conn, len(chunk))})"
+        conn.exec_driver_sql(query, (now_us, *chunk))
 
 
 # Driver SQL, the same text on SQLite and PostgreSQL; the run merge is `_write_runs`'s rule.

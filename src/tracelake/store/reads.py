@@ -20,10 +20,10 @@ import sqlalchemy as sa
 
 from tracelake.model import AssetRead, LineageBatch, Signal
 from tracelake.store import schema as s
+from tracelake.store.engine import driver_insert, driver_sql, json_param, json_result, rows_where_in
 from tracelake.store.schema import from_micros, to_micros
 
-# Keeps IN (...) lists under every backend's bound-parameter limit.
-_CHUNK = 5000
+_READ_COLUMNS = ("asset_id", "run_id", "process_id", "at", "user_name", "signal", "columns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,25 +61,30 @@ def write_reads(conn: sa.Connection, batches: Sequence[LineageBatch], ids: dict[
             }
     if not rows:
         return 0
-    r = s.asset_reads
     stored: dict[tuple[int, str], list[str]] = {}
-    run_ids = sorted({run_id for _, run_id in rows})
-    for start in range(0, len(run_ids), _CHUNK):
-        query = sa.select(r.c.asset_id, r.c.run_id, r.c.columns).where(
-            r.c.run_id.in_(run_ids[start : start + _CHUNK])
-        )
-        stored.update(((asset, run_id), list(columns)) for asset, run_id, columns in conn.execute(query))
+    select = "SELECT asset_id, run_id, columns FROM asset_reads"
+    for asset, run_id, columns in rows_where_in(
+        conn, select, "run_id", sorted({run_id for _, run_id in rows})
+    ):
+        stored[(asset, run_id)] = list(json_result(conn, columns))
+    widened = []
     for (asset, run_id), old in stored.items():
         row = rows.get((asset, run_id))
         if row is None:
             continue
         columns = sorted({*old, *row["columns"]})
         if columns != sorted(old):
-            which = sa.and_(r.c.asset_id == asset, r.c.run_id == run_id)
-            conn.execute(r.update().where(which).values(columns=columns))
-    fresh = [row for key, row in rows.items() if key not in stored]
+            widened.append((json_param(columns), asset, run_id))
+    if widened:
+        update = "UPDATE asset_reads SET columns = ? WHERE asset_id = ? AND run_id = ?"
+        conn.exec_driver_sql(driver_sql(conn, update), widened)
+    fresh = [
+        tuple(json_param(row[c]) if c == "columns" else row[c] for c in _READ_COLUMNS)
+        for key, row in rows.items()
+        if key not in stored
+    ]
     if fresh:
-        conn.execute(sa.insert(r), fresh)
+        driver_insert(conn, s.asset_reads, _READ_COLUMNS, fresh)
     return len(fresh)
 
 
