@@ -526,6 +526,8 @@ def test_store_ids_map_to_positions_dense_or_sparse() -> None:
     sparse = np.array([3, 10, 10_000_000], dtype=np.int64)  # too sparse for a lookup table
     assert positions_of(sparse, np.array([10, -1, 5, 10_000_000, 20_000_000])).tolist() == [1, -1, -1, 2, -1]
     assert positions_of(np.empty(0, dtype=np.int64), np.array([1])).tolist() == [-1]
+    many = np.arange(1, 1001, dtype=np.int64) * 2  # dense ids 2, 4, … 2000; a few asked: searched
+    assert positions_of(many, np.array([2000, 2, 3, -1, 2002, 1000])).tolist() == [999, 0, -1, -1, -1, 499]
 
 
 def test_the_index_of_a_node_with_a_huge_kind_stays_small(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     """`index` with `changes` applied (see `catch_up`)."""
     snap = changes.snapshot
     old_node_ids, old_edge_ids = index.node_ids, index.edge_ids
-    fresh = ~np.isin(snap.node_ids, old_node_ids)  # id ranges may hold nodes the index has
+    fresh = positions_of(old_node_ids, snap.node_ids) < 0  # id ranges may hold nodes the index has
     new_ids = snap.node_ids[fresh]
     if len(new_ids) and index.n_nodes and int(new_ids[0]) <= int(old_node_ids[-1]):
         return None  # positions follow ids: an older id would have to come between
@@ -57,7 +57,9 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     parents = positions_of(node_ids, snap.node_parents[fresh])
     asset_of = joined(index.asset_of, assets_of(new_types, parents, first=index.n_nodes))
 
-    leaving = np.isin(old_edge_ids, snap.edge_ids)
+    leaving = np.zeros(len(old_edge_ids), dtype=bool)
+    read_again = positions_of(old_edge_ids, snap.edge_ids)  # both in id order: a search, not a scan
+    leaving[read_again[read_again >= 0]] = True
     if changes.versions:
         changed = set(changes.versions)
         process_ids = np.array(sorted({pid for pid, _ in changed}), dtype=np.int64)

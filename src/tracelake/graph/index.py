@@ -285,8 +285,9 @@ def positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     if len(sorted_ids) == 0:
         return np.full(len(ids), -1, dtype=np.int64)
     top = int(sorted_ids[-1])
-    if int(sorted_ids[0]) >= 0 and top < 4 * len(sorted_ids) + 1024:
-        # Autoincrement ids are nearly dense: a lookup table beats a binary search per id.
+    if int(sorted_ids[0]) >= 0 and top < 4 * len(sorted_ids) + 1024 and len(ids) * 16 > len(sorted_ids):
+        # Autoincrement ids are nearly dense: a lookup table beats a binary search per id, when
+        # there are enough ids to pay for the table (a catch-up's few do not).
         table = np.full(top + 2, -1, dtype=np.int64)  # the last slot answers every unknown id
         table[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int64)
         return table[np.where((ids >= 0) & (ids <= top), ids, top + 1)]
