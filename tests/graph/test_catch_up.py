@@ -16,6 +16,7 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -23,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracelake.graph import IndexCache
+from tracelake.graph import catch_up as catch_up_module
 from tracelake.graph.catch_up import catch_up
-from tracelake.graph.index import GraphIndex
+from tracelake.graph.index import GraphIndex, gather_slots
 from tracelake.model import AssetChange, FlowEdge, Lifecycle, LineageBatch, Process, Signal, Transformation
 from tracelake.store import LineageStore
 
@@ -32,7 +34,9 @@ T = "hive.table/db."
 START = datetime(2025, 1, 1, tzinfo=UTC)
 TABLES = ("a", "b", "c", "d")
 COLUMNS = ("k", "v")
-PROCESSES = ("sql.job/p0", "sql.job/p1", "sql.job/p2")
+# more processes than steps often: a new one is appended after the index (a tail), an old one
+# observed again is merged into it
+PROCESSES = tuple(f"sql.job/p{i}" for i in range(8))
 
 
 def node_of(table: str, column: str | None) -> str:
@@ -111,7 +115,7 @@ def described(index: GraphIndex) -> dict[str, Any]:
         adjacency[direction] = {
             urns[v]: [
                 (int(index.edge_ids[csr.edges[i]]), urns[int(csr.neighbours[i])], bool(csr.is_open[i]))
-                for i in range(int(csr.indptr[v]), int(csr.indptr[v + 1]))
+                for i in gather_slots(csr, np.array([v], dtype=np.int64))[0].tolist()
             ]
             for v in range(index.n_nodes)
         }
@@ -138,10 +142,21 @@ def _edge_fields(index: GraphIndex, e: int) -> tuple[Any, ...]:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(observations, observations, lifecycle), min_size=1, max_size=12))
-def test_a_caught_up_index_answers_as_one_built_from_the_store(steps: list[tuple[Any, ...]]) -> None:
-    with tempfile.TemporaryDirectory() as folder, LineageStore(f"sqlite:///{folder}/lineage.db") as store:
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.one_of(observations, observations, lifecycle), min_size=1, max_size=12),
+    st.sampled_from((0, catch_up_module.TAIL_MIN)),
+)
+def test_a_caught_up_index_answers_as_one_built_from_the_store(
+    steps: list[tuple[Any, ...]], tail_min: int
+) -> None:
+    """With appends kept in a tail (the default) and with every change merged (no tail minimum,
+    so a tail only while it is within its share of the base), chained over random ingests."""
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        LineageStore(f"sqlite:///{folder}/lineage.db") as store,
+        patch.object(catch_up_module, "TAIL_MIN", tail_min),
+    ):
         index = GraphIndex.from_store(store)
         for step in steps:
             store.ingest(batch_of(step))

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 
 from tests.graph.test_traverse import JAN, LAKE_EDGES, A, H, flow, make_store, reached
 from tracelake.graph import GraphIndex, IndexCache, index_files, lineage
+from tracelake.graph import catch_up as catch_up_module
 from tracelake.graph.cache import INDEX_ENV, index_root
 from tracelake.model import LineageBatch
 from tracelake.store import LineageStore
@@ -55,10 +57,27 @@ def test_a_store_changed_since_is_answered_from_the_kept_index_caught_up(lake_st
     assert (later.builds, later.loads, later.catch_ups) == (0, 1, 1)
     assert index.version == first.version + 1
     assert "hive.table/db.report" in reached(lineage(index, [A], "downstream"))
-    # grown past REKEEP of the kept one (a small lake), it is kept in its place; the old one is gone
+    # an append is read beside the kept index, which stays as it was for the next process
+    assert index.base is not None
+    root = later.root
+    assert root is not None
+    assert (root / "CURRENT").read_text().startswith(f"{first.version}-")
+
+
+def test_appends_past_their_share_are_merged_and_the_merged_index_kept(lake_store: LineageStore) -> None:
+    first = keeping_cache(lake_store).get()
+    lake_store.ingest(LineageBatch(edges=[flow(H, "hive.table/db.report", "job7")]))
+    with patch.object(catch_up_module, "TAIL_MIN", 0):  # a small lake: any append passes 5% of it
+        later = keeping_cache(lake_store)
+        index = later.get()
+    assert (later.builds, later.loads, later.catch_ups) == (0, 1, 1)
+    assert index.base is None and index.version == first.version + 1
+    assert "hive.table/db.report" in reached(lineage(index, [A], "downstream"))
+    # kept in its place; the old one is gone
     root = later.root
     assert root is not None
     assert [p.name for p in root.iterdir() if p.is_dir()] == [(root / "CURRENT").read_text()]
+    assert (root / "CURRENT").read_text().startswith(f"{index.version}-")
 
 
 def test_a_store_made_again_at_the_same_place_does_not_use_the_old_ones_index(tmp_path: Path) -> None:

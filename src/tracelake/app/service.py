@@ -392,7 +392,7 @@ class Tracelake:
         records = self.store.nodes(distances)
         nodes = [_node_view(urn, records.get(urn), index, distance) for urn, distance in distances.items()]
         nodes.sort(key=lambda n: (n.distance or 0, n.id))
-        edges = sorted((index.edge(p) for p in result.edge_positions()), key=_edge_order)
+        edges = sorted(index.edges(result.edge_positions()), key=_edge_order)
         return GraphView(nodes=nodes, edges=edges)
 
     def impact(self, names: Sequence[str], filters: TraversalFilters | None = None) -> list[ImpactView]:
@@ -424,7 +424,7 @@ class Tracelake:
         index = self.index()
         start, end = self.resolve([source, target], index)
         found = traverse.paths(index, start, end, _unset_when_empty(filters), max_depth=max_depth)
-        return [[index.edge(p) for p in path] for path in found]
+        return [index.edges(path) for path in found]
 
     def show(self, name: str, *, as_of: datetime | None = None) -> NodeDetails:
         """One node with its fields and the edges that enter and leave it now (or at `as_of`); an

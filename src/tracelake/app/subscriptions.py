@@ -46,7 +46,7 @@ def closure(service: Tracelake, node: str, direction: Direction, depth: int | No
     index = service.index()
     result = traverse.lineage(index, [node], direction, filters=TraversalFilters(depth=depth))
     nodes = sorted(index.urns[p] for p in result.distances())
-    edges = sorted({(e.source, e.target) for e in (index.edge(p) for p in result.edge_positions())})
+    edges = sorted({(e.source, e.target) for e in index.edges(result.edge_positions())})
     return {"nodes": nodes, "edges": [list(edge) for edge in edges]}
 
 

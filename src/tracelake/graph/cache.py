@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelake.graph import index_files
-from tracelake.graph.catch_up import catch_up
+from tracelake.graph.catch_up import TAIL_SHARE, catch_up
 from tracelake.graph.index import GraphIndex
 from tracelake.model.store_urls import files_of, store_label
 
@@ -30,8 +30,9 @@ INDEX_ENV = "TRACELAKE_INDEX"
 # its files would cost about what building it does.
 KEEP_AFTER = 0.2
 # An index caught up from its kept files is written again once what it caught up passes this
-# share of them: until then each new process catches up from the kept one, at a small cost.
-REKEEP = 0.05
+# share of them: until then each new process catches up from the kept one, at a small cost. The
+# share at which a catch-up merges appended rows into its base: the merged index is kept.
+REKEEP = TAIL_SHARE
 
 
 def index_root(store_url: str) -> Path | None:
@@ -147,7 +148,13 @@ class IndexCache:
         self._index = caught
         self.catch_ups += 1
         grown = caught.n_nodes + caught.n_edges - self._kept_size
-        if self.root is not None and self._kept_size and grown > REKEEP * self._kept_size:
+        # one with a tail is kept once merged into its base, at this share (`catch_up.TAIL_SHARE`)
+        if (
+            self.root is not None
+            and self._kept_size
+            and grown > REKEEP * self._kept_size
+            and caught.base is None
+        ):
             self._keep(caught)
         return caught
 

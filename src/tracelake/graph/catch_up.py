@@ -10,16 +10,33 @@ the arrays in memory, which is what a catch-up costs besides the rows read.
 The result answers exactly as an index built from the store at that version (a property test
 compares them); a change the log cannot place — an id older than the index's newest node, which
 a PostgreSQL writer that commits late can leave — returns None, and the caller builds instead.
+
+The usual write only appends: new processes, their edges, new nodes. Those rows are not merged
+in but `extended` after the index's arrays, each direction's entries grouped by node in an
+`AdjacencyTail` that walks read beside the laid-out CSR: a few milliseconds whatever the size of
+the index, whose arrays (a kept index's mapped files) are neither copied nor read. Past
+`TAIL_SHARE` of the base, or at the first change that is not an append, the base is caught up
+with everything since (the merge above) and the tail is gone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracelake.graph.index import FIELD, Adjacency, GraphIndex, UrnSequence, assets_of, positions_of
+from tracelake.graph.extended import extend, tail_after
+from tracelake.graph.index import (
+    FIELD,
+    Adjacency,
+    AdjacencyTail,
+    GraphIndex,
+    UrnSequence,
+    assets_of,
+    positions_of,
+)
 from tracelake.graph.index_files import ADJACENCY_ARRAYS, release
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
@@ -28,34 +45,190 @@ if TYPE_CHECKING:
     from tracelake.store.sqlstore import LineageStore
 
 
+# An appended tail is merged into its base once its nodes and edges pass this share of the
+# base's (and `TAIL_MIN`): until then each walk reads it beside the base, a little more per
+# level. The same share makes a cache keep the merged index (`cache.REKEEP`).
+TAIL_SHARE = 0.05
+TAIL_MIN = 10_000
+
+
 def catch_up(index: GraphIndex, store: LineageStore) -> GraphIndex | None:
     """`index` at the store's graph version, from the changes since its own; None when they
     cannot be read (a log that does not reach back) or placed (see the module)."""
     changes = store.changes_since(index.version, index.ended)
-    return None if changes is None else caught_up(index, changes)
+    if changes is None:
+        return None
+    extended = appended(index, changes)
+    if extended is not None:
+        return extended
+    if index.base is not None:  # a tail is not merged into: the base catches up with all since
+        return catch_up(index.base, store)
+    return caught_up(index, changes)
+
+
+@dataclass(frozen=True, slots=True)
+class _NewNodes:
+    """The nodes of a snapshot an index lacks, at the positions after its own."""
+
+    ids: np.ndarray
+    urns: list[str]
+    kinds: tuple[str, ...]  # the index's kinds, then those first seen here
+    kind_codes: np.ndarray
+    types: np.ndarray
+    parents: np.ndarray  # store ids
+
+    @classmethod
+    def of(cls, index: GraphIndex, changes: GraphChanges) -> _NewNodes | None:
+        """None when one is older than the index's newest: positions follow ids."""
+        snap = changes.snapshot
+        fresh = positions_of(index.node_ids, snap.node_ids) < 0  # id ranges may hold nodes the index has
+        ids = snap.node_ids[fresh]
+        if len(ids) and index.n_nodes and int(ids[0]) <= int(index.node_ids[-1]):
+            return None
+        new_kinds = [kind for kind, keep in zip(snap.node_kinds, fresh, strict=True) if keep]
+        kinds = index.kinds + tuple(sorted(set(new_kinds) - set(index.kinds)))
+        code_of = {kind: code for code, kind in enumerate(kinds)}
+        return cls(
+            ids=ids,
+            urns=[urn for urn, keep in zip(snap.node_urns, fresh, strict=True) if keep],
+            kinds=kinds,
+            kind_codes=np.fromiter((code_of[k] for k in new_kinds), dtype=np.int32, count=len(new_kinds)),
+            types=snap.node_types[fresh],
+            parents=snap.node_parents[fresh],
+        )
+
+    def asset_of(self, node_ids: np.ndarray, first: int) -> np.ndarray:
+        """Their assets' positions among `node_ids` (the index's, then theirs)."""
+        return assets_of(self.types, positions_of(node_ids, self.parents), first=first)
+
+
+def _edge_rows(
+    changes: GraphChanges, node_ids: np.ndarray, node_types: np.ndarray, asset_of: np.ndarray
+) -> dict[str, np.ndarray] | None:
+    """The snapshot's edges as index rows (positions among `node_ids`, their assets' ends
+    applied); None when one names a node the index would not have."""
+    snap = changes.snapshot
+    source = positions_of(node_ids, snap.edge_source)
+    target = positions_of(node_ids, snap.edge_target)
+    process = positions_of(node_ids, snap.edge_process)
+    if len(source) and min(int(source.min()), int(target.min()), int(process.min())) < 0:
+        return None
+
+    def owners(positions: np.ndarray) -> np.ndarray:  # the store id of each node's asset, -1 for none
+        assets = asset_of[positions]
+        return np.where(assets >= 0, node_ids[np.maximum(assets, 0)], -1)
+
+    return {
+        "edge_ids": snap.edge_ids,
+        "edge_source": source,
+        "edge_target": target,
+        "edge_process": process,
+        "edge_signal": snap.edge_signal,
+        "edge_confidence": snap.edge_confidence,
+        "edge_transformation": snap.edge_transformation,
+        "edge_valid_from": snap.edge_valid_from,
+        "edge_valid_to": end_edges(
+            snap.edge_valid_from, snap.edge_valid_to, owners(source), owners(target), snap.ended
+        ),
+        "edge_is_field": node_types[source] == FIELD,
+    }
+
+
+def appended(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
+    """`index` with `changes` appended after its base's arrays (see the module); None unless the
+    changes only append: no end moved, every changed process version is of a process new here
+    (so no row of the index is of one), every row newer than the index's, and the tail small."""
+    snap, base = changes.snapshot, index.base or index
+    if dict(snap.ended) != dict(index.ended):
+        return None
+    if index.n_edges and len(snap.edge_ids) and int(snap.edge_ids[0]) <= int(index.edge_ids[-1]):
+        return None
+    tail_edges = index.n_edges - base.n_edges + len(snap.edge_ids)
+    tail_rows = tail_edges + index.n_nodes - base.n_nodes + len(snap.node_ids)  # node ids: at most new
+    if tail_rows > max(TAIL_SHARE * (base.n_nodes + base.n_edges), TAIL_MIN):
+        return None
+    processes = np.array(sorted({pid for pid, _ in changes.versions}), dtype=np.int64)
+    if bool((positions_of(index.node_ids, processes) >= 0).any()):
+        return None
+    nodes = _NewNodes.of(index, changes)
+    if nodes is None:
+        return None
+    first = index.n_nodes
+
+    def longer(name: str, new: np.ndarray) -> np.ndarray:
+        """The base's array `name`, extended by the index's tail of it and then `new`."""
+        kept = getattr(base, name)
+        tail = tail_after(getattr(index, name), len(kept))
+        return extend(kept, np.concatenate([tail, new.astype(kept.dtype, copy=False)]))
+
+    node_ids = longer("node_ids", nodes.ids)
+    node_types = longer("node_types", nodes.types)
+    asset_of = longer("asset_of", nodes.asset_of(node_ids, first))
+    rows = _edge_rows(changes, node_ids, node_types, asset_of)
+    if rows is None:
+        return None
+    edges: dict[str, Any] = {name: longer(name, new) for name, new in rows.items()}
+    n_edges_base = base.n_edges
+    tail_positions = np.arange(n_edges_base, n_edges_base + tail_edges, dtype=np.int64)
+    is_open = tail_after(edges["edge_valid_to"], n_edges_base) == OPEN_END
+    source = tail_after(edges["edge_source"], n_edges_base)
+    target = tail_after(edges["edge_target"], n_edges_base)
+    n = len(node_ids)
+    return GraphIndex(
+        version=snap.version,
+        urns=AppendedUrns.of(index.urns, nodes.urns),
+        positions=AppendedPositions.of(index.positions, nodes.urns, first),
+        node_ids=node_ids,
+        node_types=node_types,
+        kinds=nodes.kinds,
+        kind_codes=longer("kind_codes", nodes.kind_codes),
+        asset_of=asset_of,
+        downstream=_with_tail(base.downstream, n, source, target, is_open, tail_positions),
+        upstream=_with_tail(base.upstream, n, target, source, is_open, tail_positions),
+        ended=index.ended,
+        base=base,
+        **edges,
+    )
+
+
+def _with_tail(
+    laid_out: Adjacency,
+    n_nodes: int,
+    near: np.ndarray,
+    far: np.ndarray,
+    is_open: np.ndarray,
+    positions: np.ndarray,
+) -> Adjacency:
+    """`laid_out` (a base's CSR) with the tail's entries (`near` → `far`, the edges at
+    `positions`) grouped by node beside it; the nodes past the base have no laid-out entries."""
+    order = np.lexsort((positions, near))
+    nodes, counts = np.unique(near[order], return_counts=True)
+    indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    added = n_nodes - len(laid_out.degrees)
+    start = len(laid_out.edges)
+    return Adjacency(
+        indptr=extend(laid_out.indptr, np.full(added, laid_out.indptr[-1], dtype=np.int64)),
+        degrees=extend(laid_out.degrees, np.zeros(added, dtype=np.int64)),
+        edges=extend(laid_out.edges, positions[order]),
+        neighbours=extend(laid_out.neighbours, far[order]),
+        is_open=extend(laid_out.is_open, is_open[order]),
+        tail=AdjacencyTail(nodes.astype(np.int64), indptr, start) if len(nodes) else None,
+    )
 
 
 def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
     """`index` with `changes` applied (see `catch_up`)."""
     snap = changes.snapshot
-    old_node_ids, old_edge_ids = index.node_ids, index.edge_ids
-    fresh = positions_of(old_node_ids, snap.node_ids) < 0  # id ranges may hold nodes the index has
-    new_ids = snap.node_ids[fresh]
-    if len(new_ids) and index.n_nodes and int(new_ids[0]) <= int(old_node_ids[-1]):
+    old_edge_ids = index.edge_ids
+    nodes = _NewNodes.of(index, changes)
+    if nodes is None:
         return None  # positions follow ids: an older id would have to come between
-    new_urns = [urn for urn, keep in zip(snap.node_urns, fresh, strict=True) if keep]
-    new_kinds = [kind for kind, keep in zip(snap.node_kinds, fresh, strict=True) if keep]
-    node_ids = joined(old_node_ids, new_ids)
+    node_ids = joined(index.node_ids, nodes.ids)
     n = len(node_ids)
-    kinds = index.kinds + tuple(sorted(set(new_kinds) - set(index.kinds)))
-    code_of = {kind: code for code, kind in enumerate(kinds)}
-    kind_codes = joined(
-        index.kind_codes, np.fromiter((code_of[k] for k in new_kinds), dtype=np.int32, count=len(new_kinds))
-    )
-    new_types = snap.node_types[fresh]
-    node_types = joined(index.node_types, new_types)
-    parents = positions_of(node_ids, snap.node_parents[fresh])
-    asset_of = joined(index.asset_of, assets_of(new_types, parents, first=index.n_nodes))
+    kind_codes = joined(index.kind_codes, nodes.kind_codes)
+    node_types = joined(index.node_types, nodes.types)
+    asset_of = joined(index.asset_of, nodes.asset_of(node_ids, index.n_nodes))
 
     leaving = np.zeros(len(old_edge_ids), dtype=bool)
     read_again = positions_of(old_edge_ids, snap.edge_ids)  # both in id order: a search, not a scan
@@ -67,48 +240,28 @@ def caught_up(index: GraphIndex, changes: GraphChanges) -> GraphIndex | None:
         processes = node_ids[index.edge_process[candidates]].tolist()
         keys = zip(processes, index.edge_valid_from[candidates].tolist(), strict=True)
         leaving[candidates[np.array([key in changed for key in keys], dtype=bool)]] = True
-    source = positions_of(node_ids, snap.edge_source)
-    target = positions_of(node_ids, snap.edge_target)
-    process = positions_of(node_ids, snap.edge_process)
-    if len(source) and min(int(source.min()), int(target.min()), int(process.min())) < 0:
+    new_rows = _edge_rows(changes, node_ids, node_types, asset_of)
+    if new_rows is None:
         return None  # an edge of a node the changes do not hold
-
-    def owners(positions: np.ndarray) -> np.ndarray:  # the store id of each node's asset, -1 for none
-        assets = asset_of[positions]
-        return np.where(assets >= 0, node_ids[np.maximum(assets, 0)], -1)
-
-    valid_to = end_edges(snap.edge_valid_from, snap.edge_valid_to, owners(source), owners(target), snap.ended)
-
+    source, target = new_rows["edge_source"], new_rows["edge_target"]
     merge = _EdgeMerge(old_edge_ids, leaving, snap.edge_ids)
-    new_rows = {
-        "edge_ids": snap.edge_ids,
-        "edge_source": source,
-        "edge_target": target,
-        "edge_process": process,
-        "edge_signal": snap.edge_signal,
-        "edge_confidence": snap.edge_confidence,
-        "edge_transformation": snap.edge_transformation,
-        "edge_valid_from": snap.edge_valid_from,
-        "edge_valid_to": valid_to,
-        "edge_is_field": node_types[source] == FIELD,
-    }
-    edges: dict[str, np.ndarray] = {}
+    edges: dict[str, Any] = {}
     for name, rows in new_rows.items():
         old = getattr(index, name)
         edges[name] = merge.rows(old, rows)
         release(old)  # the kept index's pages, read once to be copied, are not held as well as the copy
-    is_new_open = valid_to == OPEN_END
+    is_new_open = new_rows["edge_valid_to"] == OPEN_END
     downstream = merge.adjacency(index.downstream, n, source, target, is_new_open)
     release(*_arrays_of(index.downstream))
     upstream = merge.adjacency(index.upstream, n, target, source, is_new_open)
     release(*_arrays_of(index.upstream), index.node_ids, index.node_types, index.kind_codes, index.asset_of)
     return GraphIndex(
         version=snap.version,
-        urns=AppendedUrns.of(index.urns, new_urns),
-        positions=AppendedPositions.of(index.positions, new_urns, index.n_nodes),
+        urns=AppendedUrns.of(index.urns, nodes.urns),
+        positions=AppendedPositions.of(index.positions, nodes.urns, index.n_nodes),
         node_ids=node_ids,
         node_types=node_types,
-        kinds=kinds,
+        kinds=nodes.kinds,
         kind_codes=kind_codes,
         asset_of=asset_of,
         downstream=downstream,

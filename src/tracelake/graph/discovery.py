@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tracelake.graph.index import FIELD, GraphIndex
+from tracelake.graph.index import FIELD, GraphIndex, gather_slots
 from tracelake.graph.propagate import CARRYING
-from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, gather_slots, sorted_unique
+from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, sorted_unique
 from tracelake.model import Confidence, InputError, Transformation
 
 State = Literal["source", "reached", "candidate", "included", "excluded"]

@@ -58,13 +58,25 @@ class UrnSequence(Sequence[str]):
 
 
 @dataclass(frozen=True, slots=True)
+class AdjacencyTail:
+    """Entries appended after a CSR was laid out (`catch_up`: edges of new processes), grouped by
+    node apart from it: node `nodes[k]`'s are the slots `start + indptr[k]` … `start +
+    indptr[k + 1] - 1` of the adjacency's arrays, after those its row pointers give."""
+
+    nodes: np.ndarray  # int64 node positions, sorted, each with at least one entry
+    indptr: np.ndarray  # int64, len(nodes) + 1
+    start: int  # the first slot past the laid-out CSR
+
+
+@dataclass(frozen=True, slots=True)
 class Adjacency:
     """One direction of the graph in CSR form.
 
     The edges leaving (or, for the upstream copy, entering) node `v` are
-    `edges[indptr[v]:indptr[v + 1]]`, and the nodes at their other end are `neighbours[…]`
-    over the same slice. `is_open` is `valid_to == OPEN_END` in the same order: "lineage now"
-    is the common query, and a bool gather in CSR order saves a second indirection.
+    `edges[indptr[v]:indptr[v + 1]]`, then those of `tail` (a caught-up index's), and the nodes
+    at their other end are `neighbours[…]` over the same slots: `gather_slots` finds them.
+    `is_open` is `valid_to == OPEN_END` in the same order: "lineage now" is the common query, and
+    a bool gather in CSR order saves a second indirection.
     """
 
     indptr: np.ndarray  # int64, n_nodes + 1
@@ -72,6 +84,7 @@ class Adjacency:
     edges: np.ndarray  # int64 edge positions, grouped by node
     neighbours: np.ndarray  # int64 node positions at the far end of each edge
     is_open: np.ndarray  # bool
+    tail: AdjacencyTail | None = None
 
     @classmethod
     def build(cls, n_nodes: int, near: np.ndarray, far: np.ndarray, is_open: np.ndarray) -> Adjacency:
@@ -81,6 +94,33 @@ class Adjacency:
         indptr = np.zeros(n_nodes + 1, dtype=np.int64)
         np.cumsum(degrees, out=indptr[1:])
         return cls(indptr, degrees, order.astype(np.int64), far[order], is_open[order])
+
+
+def gather_slots(adj: Adjacency, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of every edge of every frontier node, each node's together and in frontier
+    order, and the count per node."""
+    lo = adj.indptr[frontier]
+    counts = adj.degrees[frontier]
+    tail = adj.tail
+    if tail is not None and len(frontier):
+        k = np.minimum(np.searchsorted(tail.nodes, frontier), len(tail.nodes) - 1)
+        more = np.where(tail.nodes[k] == frontier, tail.indptr[k + 1] - tail.indptr[k], 0)
+        if more.any():
+            # two runs a node, the laid-out entries then the tail's
+            run_lo = np.stack([lo, tail.start + tail.indptr[k]], axis=1).ravel()
+            runs = _runs(run_lo, np.stack([counts, more], axis=1).ravel())
+            return runs, counts + more
+    return _runs(lo, counts), counts
+
+
+def _runs(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """concat(arange(lo[i], lo[i] + counts[i])) without a Python loop: one arange over the
+    total, shifted per run by (lo - where its run starts)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    run_starts = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) + np.repeat(lo - run_starts, counts)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -114,6 +154,8 @@ class GraphIndex:
     downstream: Adjacency  # grouped by source
     upstream: Adjacency  # grouped by target
     ended: Mapping[int, int]  # ends of ended assets applied to edge_valid_to: store id → µs (catch_up)
+    # the index this one extends by appended rows, its arrays `extended` (catch_up); None: laid out
+    base: GraphIndex | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -184,7 +226,8 @@ class GraphIndex:
         graph as of a time only through the lineage it had then."""
         at = to_micros(moment)
         for adjacency in (self.downstream, self.upstream):
-            edges = adjacency.edges[adjacency.indptr[position] : adjacency.indptr[position + 1]]
+            slots, _ = gather_slots(adjacency, np.array([position], dtype=np.int64))
+            edges = adjacency.edges[slots]
             if bool(np.any((self.edge_valid_from[edges] <= at) & (at < self.edge_valid_to[edges]))):
                 return True
         return False
@@ -230,18 +273,36 @@ class GraphIndex:
         return pairs[pairs[:, 0] != pairs[:, 1]]
 
     def edge(self, position: int) -> EdgeVersion:
-        transformation = int(self.edge_transformation[position])
-        valid_to = int(self.edge_valid_to[position])
-        return EdgeVersion(
-            source=self.urns[int(self.edge_source[position])],
-            target=self.urns[int(self.edge_target[position])],
-            process=self.urns[int(self.edge_process[position])],
-            signal=SIGNALS[int(self.edge_signal[position])],
-            confidence=CONFIDENCE_BY_RANK[int(self.edge_confidence[position])],
-            transformation=TRANSFORMATIONS[transformation] if transformation >= 0 else None,
-            valid_from=from_micros(int(self.edge_valid_from[position])),
-            valid_to=None if valid_to == OPEN_END else from_micros(valid_to),
+        return self.edges([position])[0]
+
+    def edges(self, positions: Sequence[int]) -> list[EdgeVersion]:
+        """The edge versions at `positions`, in their order: one gather an array, not one read
+        an edge and array (a walk's answer renders hundreds)."""
+        at = np.asarray(positions, dtype=np.int64)
+        columns = zip(
+            self.edge_source[at].tolist(),
+            self.edge_target[at].tolist(),
+            self.edge_process[at].tolist(),
+            self.edge_signal[at].tolist(),
+            self.edge_confidence[at].tolist(),
+            self.edge_transformation[at].tolist(),
+            self.edge_valid_from[at].tolist(),
+            self.edge_valid_to[at].tolist(),
+            strict=True,
         )
+        return [
+            EdgeVersion(
+                source=self.urns[source],
+                target=self.urns[target],
+                process=self.urns[process],
+                signal=SIGNALS[signal],
+                confidence=CONFIDENCE_BY_RANK[confidence],
+                transformation=TRANSFORMATIONS[transformation] if transformation >= 0 else None,
+                valid_from=from_micros(valid_from),
+                valid_to=None if valid_to == OPEN_END else from_micros(valid_to),
+            )
+            for source, target, process, signal, confidence, transformation, valid_from, valid_to in columns
+        ]
 
     def near_matches(self, text: str, limit: int = 5) -> tuple[str, ...]:
         """URNs that look like what a user typed: same last name part first, then spelling.
@@ -291,6 +352,6 @@ def positions_of(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
         table = np.full(top + 2, -1, dtype=np.int64)  # the last slot answers every unknown id
         table[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int64)
         return table[np.where((ids >= 0) & (ids <= top), ids, top + 1)]
-    found = np.searchsorted(sorted_ids, ids)
+    found = sorted_ids.searchsorted(ids)  # the method: an `Extended` array searches its parts
     clipped = np.minimum(found, len(sorted_ids) - 1)
     return np.where(sorted_ids[clipped] == ids, clipped, -1).astype(np.int64)

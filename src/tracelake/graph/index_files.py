@@ -22,8 +22,9 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -48,6 +49,7 @@ _EDGE_ARRAYS = (
 )
 # the arrays of an `Adjacency`, by field name
 ADJACENCY_ARRAYS = ("indptr", "degrees", "edges", "neighbours", "is_open")
+DIRECTIONS = ("downstream", "upstream")
 
 
 class MappedUrns:
@@ -127,10 +129,12 @@ def _hash(encoded: bytes) -> int:
 def save(index: GraphIndex, root: Path, *, store: str) -> Path:
     """Write `index` under `root` and make it the one in force; return its directory. `store`
     names the store it was built from (a reader checks it)."""
+    if index.base is not None:
+        raise ValueError("an index with an appended tail is not kept: its base is caught up first")
     root.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{index.version}-", dir=root))
     arrays: dict[str, np.ndarray] = {name: getattr(index, name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
-    for direction in ("downstream", "upstream"):
+    for direction in DIRECTIONS:
         adjacency = getattr(index, direction)
         arrays.update({f"{direction}.{name}": getattr(adjacency, name) for name in ADJACENCY_ARRAYS})
     arrays.update(MappedUrns.arrays(index.urns))
@@ -168,10 +172,9 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
             array: np.ndarray = np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
             return array
 
-        arrays = {name: mapped(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
+        arrays: dict[str, Any] = {name: mapped(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
         adjacencies = {
-            direction: Adjacency(**{name: mapped(f"{direction}.{name}") for name in ADJACENCY_ARRAYS})
-            for direction in ("downstream", "upstream")
+            direction: Adjacency(**_adjacency_arrays(direction, mapped)) for direction in DIRECTIONS
         }
         urns = MappedUrns(
             mapped("urn_blob"), mapped("urn_offsets"), mapped("urn_hashes"), mapped("urn_order")
@@ -190,6 +193,11 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
         ended={int(node_id): int(at) for node_id, at in meta["ended"]},
         **arrays,
     )
+
+
+def _adjacency_arrays(direction: str, mapped: Callable[[str], np.ndarray]) -> dict[str, Any]:
+    """A kept adjacency's arrays by field name (a kept index is laid out: no tail)."""
+    return {name: mapped(f"{direction}.{name}") for name in ADJACENCY_ARRAYS}
 
 
 def release(*arrays: np.ndarray) -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelake.graph.index import ASSET, GraphIndex
-from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, gather_slots, sorted_unique
+from tracelake.graph.index import ASSET, GraphIndex, gather_slots
+from tracelake.graph.traverse import EdgeFilter, TraversalFilters, edge_filter, sorted_unique
 from tracelake.model import Confidence, Transformation
 
 # A label rides along a value copied or computed from the labelled one, or chosen by it (a CASE

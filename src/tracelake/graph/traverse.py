@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, GraphIndex
+from tracelake.graph.index import FIELD, SIGNALS, TRANSFORMATIONS, Adjacency, GraphIndex, gather_slots
 from tracelake.model import Confidence, Signal, Transformation, UnknownNodeError
 from tracelake.store.records import OPEN_END
 from tracelake.store.schema import to_micros
@@ -257,21 +257,6 @@ class _Scratch:
             cls._pools[n] = pool
             while len(cls._pools) > cls.SIZES:
                 del cls._pools[next(iter(cls._pools))]
-
-
-def gather_slots(adj: Adjacency, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR slots of every edge of every frontier node, and the count per node.
-
-    For frontier nodes with slices [lo, hi) this is concat(arange(lo, hi)) built without a
-    Python loop: one arange over the total, shifted per node by (lo - where its run starts).
-    """
-    lo = adj.indptr[frontier]
-    counts = adj.degrees[frontier]
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64), counts
-    run_starts = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) + np.repeat(lo - run_starts, counts), counts
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
