@@ -49,7 +49,7 @@ _EDGE_ARRAYS = (
 )
 # the arrays of an `Adjacency`, by field name
 ADJACENCY_ARRAYS = ("indptr", "degrees", "edges", "neighbours", "is_open")
-DIRECTIONS = ("downstream", "upstream")
+_COPIES = ("downstream", "upstream")  # the two adjacencies of an index
 
 
 class MappedUrns:
@@ -134,7 +134,7 @@ def save(index: GraphIndex, root: Path, *, store: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{index.version}-", dir=root))
     arrays: dict[str, np.ndarray] = {name: getattr(index, name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
-    for direction in DIRECTIONS:
+    for direction in _COPIES:
         adjacency = getattr(index, direction)
         arrays.update({f"{direction}.{name}": getattr(adjacency, name) for name in ADJACENCY_ARRAYS})
     arrays.update(MappedUrns.arrays(index.urns))
@@ -173,9 +173,7 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
             return array
 
         arrays: dict[str, Any] = {name: mapped(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
-        adjacencies = {
-            direction: Adjacency(**_adjacency_arrays(direction, mapped)) for direction in DIRECTIONS
-        }
+        adjacencies = {direction: Adjacency(**_adjacency_arrays(direction, mapped)) for direction in _COPIES}
         urns = MappedUrns(
             mapped("urn_blob"), mapped("urn_offsets"), mapped("urn_hashes"), mapped("urn_order")
         )

@@ -727,8 +727,8 @@ _EDGES_OF_HASH = (
 def _mark_seen(conn: sa.Connection, node_ids: Sequence[int], now_us: int) -> None:
     """Move the nodes' last_seen to now: one UPDATE … WHERE id IN (…) a chunk."""
     for chunk in chunks(node_ids):
-        query = f"UPDATE nodes SET last_seen = {markers(conn, 1)} WHERE id IN ({markers(conn, len(chunk))})"
-        conn.exec_driver_sql(query, (now_us, *chunk))
+        query = f"UPDATE nodes SET last_seen = ? WHERE id IN ({markers(conn, len(chunk))})"
+        conn.exec_driver_sql(driver_sql(conn, query), (now_us, *chunk))
 
 
 # Driver SQL, the same text on SQLite and PostgreSQL; the run merge is `_write_runs`'s rule.
