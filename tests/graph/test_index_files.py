@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 from unittest.mock import patch
 
-import numpy as np
 import pytest
 
 from tests.graph.test_traverse import JAN, LAKE_EDGES, A, H, flow, make_store, reached
 from tracelake.graph import GraphIndex, IndexCache, index_files, lineage
 from tracelake.graph import catch_up as catch_up_module
 from tracelake.graph.cache import INDEX_ENV, index_root
+from tracelake.graph.file_array import FileArray
 from tracelake.model import LineageBatch
 from tracelake.store import LineageStore
 
@@ -39,7 +39,7 @@ def test_the_next_process_opens_the_kept_index_and_answers_the_same(lake_store: 
     kept = later.get()
 
     assert (later.builds, later.loads) == (0, 1)
-    assert isinstance(kept.edge_ids, np.memmap)
+    assert isinstance(kept.edge_ids, FileArray)
     assert kept.version == built.version
     assert list(kept.urns) == list(built.urns)
     assert all(kept.positions[urn] == built.positions[urn] for urn in built.urns)
@@ -148,31 +148,3 @@ def test_a_read_only_store_opens_its_kept_index_and_one_without_still_answers(
         assert (cache.builds, cache.loads) == (1, 0)
         assert H in reached(lineage(index, [A], "downstream"))
         assert not (tmp_path / "fresh.db.index" / "CURRENT").exists()
-
-
-def _resident_kb(path: Path) -> int:
-    """The resident KB of this process's mappings of `path` (/proc/self/smaps)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        fields = line.split()
-        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
-            inside = fields[-1] == str(path)
-        elif inside and fields[0] == "Rss:":
-            total += int(fields[1])
-    return total
-
-
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
-def test_released_pages_leave_the_process_and_the_values_stay(tmp_path: Path) -> None:
-    path = tmp_path / "edges.npy"
-    np.save(path, np.arange(2_000_000, dtype=np.int64))  # 16 MB
-    mapped = np.load(path, mmap_mode="r")
-    in_memory = np.arange(10, dtype=np.int64)
-    assert int(mapped.sum()) == 1_999_999 * 2_000_000 // 2  # every page read
-    assert _resident_kb(path) > 15_000
-
-    index_files.release(mapped[::2], in_memory)  # a view of it is enough to find the file
-
-    assert _resident_kb(path) < 1_000
-    assert int(mapped.sum()) == 1_999_999 * 2_000_000 // 2  # read again from the cache
-    assert list(in_memory) == list(range(10))

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from tracelake.graph import GraphIndex, IndexCache, impact, index_files, lineage, paths
+from tracelake.graph.file_array import FileArray
 from tracelake.graph.traverse import DOWNSTREAM, UPSTREAM, TraversalFilters, _bfs, _Scratch, edge_filter
 from tracelake.model import Confidence, FlowEdge, LineageBatch, Signal, Transformation, UnknownNodeError
 from tracelake.store import LineageStore
@@ -87,14 +88,14 @@ def lake_store(tmp_path: Path) -> Iterator[LineageStore]:
 
 @pytest.fixture(params=["built", "kept"])
 def lake(request: pytest.FixtureRequest, lake_store: LineageStore, tmp_path: Path) -> GraphIndex:
-    """The lake's index as built from the store, and as kept on disk and opened memory-mapped
+    """The lake's index as built from the store, and as kept on disk and read from its files
     (`index_files`): every question below gets the same answer from both."""
     built = GraphIndex.from_store(lake_store)
     if request.param == "built":
         return built
     index_files.save(built, tmp_path / "index", store="lake")
     kept = index_files.load(tmp_path / "index", store="lake")
-    assert kept is not None and isinstance(kept.edge_ids, np.memmap)
+    assert kept is not None and isinstance(kept.edge_ids, FileArray)
     return kept
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracelake.graph.extended import extend, tail_after
+from tracelake.graph.file_array import release
 from tracelake.graph.index import (
     FIELD,
     Adjacency,
@@ -37,7 +38,7 @@ from tracelake.graph.index import (
     assets_of,
     positions_of,
 )
-from tracelake.graph.index_files import ADJACENCY_ARRAYS, release
+from tracelake.graph.index_files import ADJACENCY_ARRAYS
 from tracelake.store.records import OPEN_END, GraphChanges
 from tracelake.store.snapshots import end_edges
 

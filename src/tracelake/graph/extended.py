@@ -1,4 +1,4 @@
-"""An index array caught up without copying it: its base (a kept index's memory-mapped file, or
+"""An index array caught up without copying it: its base (a kept index's file, or
 the arrays a build made) followed by a short tail of what was appended since.
 
 A catch-up that only appends (new processes and their edges, the usual write) used to copy every
@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from tracelake.graph.arrays import IndexArray
 
 
-class Extended(NDArrayOperatorsMixin):
+class Extended(IndexArray):
     """A read-only 1-D array: `base`, then `tail` (in `base`'s type)."""
 
     __slots__ = ("_split", "base", "tail")
@@ -31,42 +32,20 @@ class Extended(NDArrayOperatorsMixin):
         return self._split + len(self.tail)
 
     @property
-    def shape(self) -> tuple[int]:
-        return (len(self),)
-
-    @property
-    def size(self) -> int:
-        return len(self)
-
-    @property
-    def ndim(self) -> int:
-        return 1
-
-    @property
     def dtype(self) -> np.dtype[Any]:
         return self.base.dtype
 
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, int | np.integer):
-            at = int(key) + (len(self) if int(key) < 0 else 0)
-            if not 0 <= at < len(self):
-                raise IndexError(key)
-            return self.base[at] if at < self._split else self.tail[at - self._split]
-        if isinstance(key, np.ndarray) and key.ndim == 1 and key.dtype.kind in "iu":
-            return self._gather(key)
-        if isinstance(key, slice):
-            start, stop, step = key.indices(len(self))
-            if step == 1 and stop <= self._split:
-                return self.base[start:stop]
-            if step == 1 and start >= self._split:
-                return self.tail[start - self._split : stop - self._split]
-        return np.asarray(self)[key]
+    def _item(self, at: int) -> Any:
+        return self.base[at] if at < self._split else self.tail[at - self._split]
+
+    def _range(self, start: int, stop: int) -> np.ndarray:
+        if stop <= self._split:
+            return self.base[start:stop]
+        if start >= self._split:
+            return self.tail[start - self._split : stop - self._split]
+        return np.concatenate([self.base[start:], self.tail[: stop - self._split]])
 
     def _gather(self, positions: np.ndarray) -> np.ndarray:
-        if len(positions) == 0:
-            return self.base[positions]
-        if positions.dtype.kind == "i" and int(positions.min()) < 0:
-            positions = np.where(positions < 0, positions + len(self), positions)
         if int(positions.max()) < self._split:
             return self.base[positions]
         in_base = positions < self._split
@@ -87,21 +66,6 @@ class Extended(NDArrayOperatorsMixin):
         whole = np.concatenate([self.base, self.tail])
         return whole if dtype is None else whole.astype(dtype, copy=False)
 
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if any(isinstance(out, Extended) for out in kwargs.get("out", ())):
-            raise TypeError("an extended index array is read-only")
-        inputs = tuple(np.asarray(x) if isinstance(x, Extended) else x for x in inputs)
-        return getattr(ufunc, method)(*inputs, **kwargs)
-
-    def __iter__(self) -> Any:
-        return iter(np.asarray(self))
-
-    def __getattr__(self, name: str) -> Any:
-        # numpy's protocols (`__array_interface__`…) must not find a temporary's memory
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(np.asarray(self), name)  # `.tolist()`, `.max()`, `.astype()`…
-
 
 def extend(base: np.ndarray, tail: np.ndarray) -> np.ndarray:
     """`base` then `tail`, read as one array (`Extended`); `base` itself when nothing follows.
@@ -117,4 +81,4 @@ def tail_after(array: np.ndarray | Extended, length: int) -> np.ndarray:
     reading its base."""
     if isinstance(array, Extended) and len(array.base) == length:
         return array.tail
-    return np.asarray(array)[length:]
+    return np.asarray(array[length:])  # a slice of an index array reads only what it holds

@@ -1,22 +1,20 @@
-"""The graph index on disk, beside the store: its arrays as `.npy` files opened memory-mapped, so
-a command that asks one question of a large store opens the index in milliseconds and reads only
-the pages its walk touches, instead of reading every edge from the database and building the
-index again (issue 21).
+"""The graph index on disk, beside the store: its arrays as `.npy` files read where asked
+(`file_array.FileArray`), so a command that asks one question of a large store opens the index in
+milliseconds and reads only the pages its walk touches, instead of reading every edge from the
+database and building the index again (issue 21).
 
 Layout: `<root>/<graph version>-<random>/` holds `meta.json` (format, graph version, sizes, node
 kinds, the ends of ended assets), one `.npy` file per array, and the URNs as one UTF-8 blob with
-offsets and a hash table for lookups (`MappedUrns`); `<root>/CURRENT` names the directory in
+offsets and a hash table for lookups (`KeptUrns`); `<root>/CURRENT` names the directory in
 force. A new index is written to a fresh directory and published by replacing CURRENT in one
-rename; the directories it replaced are removed (a reader that opened one keeps its mapped pages
+rename; the directories it replaced are removed (a reader that opened one keeps reading its files
 until it lets go). The store stays the system of record: an index that is missing, partial, of
 another format or of another store is not used, and the next build replaces it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import mmap
 import os
 import shutil
 import tempfile
@@ -24,11 +22,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xxhash
 
+from tracelake.graph.file_array import FileArray
 from tracelake.graph.index import Adjacency, GraphIndex, UrnSequence
 
 FORMAT = 2  # 2: the ends of ended assets applied (`ended`), which a catch-up starts from
@@ -52,8 +51,8 @@ ADJACENCY_ARRAYS = ("indptr", "degrees", "edges", "neighbours", "is_open")
 _COPIES = ("downstream", "upstream")  # the two adjacencies of an index
 
 
-class MappedUrns:
-    """The index's URNs in mapped files: one UTF-8 blob with each URN's offset, and a table of
+class KeptUrns:
+    """The index's URNs in kept files: one UTF-8 blob with each URN's offset, and a table of
     their 64-bit hashes, sorted, with the position of each."""
 
     def __init__(self, blob: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, order: np.ndarray) -> None:
@@ -74,11 +73,12 @@ class MappedUrns:
         return len(self.offsets) - 1
 
     def urn(self, position: int) -> str:
-        return bytes(self.blob[self.offsets[position] : self.offsets[position + 1]]).decode("utf-8")
+        start, stop = self.offsets[position : position + 2].tolist()
+        return bytes(self.blob[start:stop]).decode("utf-8")
 
     def position(self, urn: str) -> int | None:
         key = np.uint64(_hash(urn.encode("utf-8")))
-        at = int(np.searchsorted(self.hashes, key))
+        at = int(self.hashes.searchsorted(key))
         while at < len(self.hashes) and self.hashes[at] == key:
             position = int(self.order[at])
             if self.urn(position) == urn:
@@ -90,7 +90,7 @@ class MappedUrns:
 class UrnList(UrnSequence):
     """The URNs by position, decoded when asked for."""
 
-    def __init__(self, urns: MappedUrns) -> None:
+    def __init__(self, urns: KeptUrns) -> None:
         self._urns = urns
 
     def __len__(self) -> int:
@@ -103,7 +103,7 @@ class UrnList(UrnSequence):
 class UrnPositions(Mapping[str, int]):
     """The positions by URN, found through the hash table."""
 
-    def __init__(self, urns: MappedUrns) -> None:
+    def __init__(self, urns: KeptUrns) -> None:
         self._urns = urns
 
     def __getitem__(self, urn: str) -> int:
@@ -137,7 +137,7 @@ def save(index: GraphIndex, root: Path, *, store: str) -> Path:
     for direction in _COPIES:
         adjacency = getattr(index, direction)
         arrays.update({f"{direction}.{name}": getattr(adjacency, name) for name in ADJACENCY_ARRAYS})
-    arrays.update(MappedUrns.arrays(index.urns))
+    arrays.update(KeptUrns.arrays(index.urns))
     for name, array in arrays.items():
         np.save(staged / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     meta = {
@@ -160,7 +160,7 @@ def save(index: GraphIndex, root: Path, *, store: str) -> Path:
 
 
 def load(root: Path, *, store: str) -> GraphIndex | None:
-    """The index in force under `root`, its arrays mapped read-only; None when there is none, or
+    """The index in force under `root`, its arrays read from their files; None when there is none, or
     it is partial, of another format or of another store."""
     try:
         directory = root / (root / CURRENT).read_text(encoding="utf-8").strip()
@@ -168,15 +168,12 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
         if meta.get("format") != FORMAT or meta.get("store") != store:
             return None
 
-        def mapped(name: str) -> np.ndarray:
-            array: np.ndarray = np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-            return array
+        def kept(name: str) -> np.ndarray:
+            return cast(np.ndarray, FileArray(directory / f"{name}.npy"))  # read as an ndarray
 
-        arrays: dict[str, Any] = {name: mapped(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
-        adjacencies = {direction: Adjacency(**_adjacency_arrays(direction, mapped)) for direction in _COPIES}
-        urns = MappedUrns(
-            mapped("urn_blob"), mapped("urn_offsets"), mapped("urn_hashes"), mapped("urn_order")
-        )
+        arrays: dict[str, Any] = {name: kept(name) for name in (*_NODE_ARRAYS, *_EDGE_ARRAYS)}
+        adjacencies = {direction: Adjacency(**_adjacency_arrays(direction, kept)) for direction in _COPIES}
+        urns = KeptUrns(kept("urn_blob"), kept("urn_offsets"), kept("urn_hashes"), kept("urn_order"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if len(urns) != meta["nodes"] or len(arrays["edge_ids"]) != meta["edges"]:
@@ -193,23 +190,9 @@ def load(root: Path, *, store: str) -> GraphIndex | None:
     )
 
 
-def _adjacency_arrays(direction: str, mapped: Callable[[str], np.ndarray]) -> dict[str, Any]:
+def _adjacency_arrays(direction: str, kept: Callable[[str], np.ndarray]) -> dict[str, Any]:
     """A kept adjacency's arrays by field name (a kept index is laid out: no tail)."""
-    return {name: mapped(f"{direction}.{name}") for name in ADJACENCY_ARRAYS}
-
-
-def release(*arrays: np.ndarray) -> None:
-    """Give back the pages of mapped arrays this process has read: they stay in the operating
-    system's cache, and a later read maps them again (a fault, no disk read). A catch-up reads
-    every array of a kept index once to copy it; without this the copy and the pages it was
-    copied from both count against the process. Arrays not mapped from a file are left alone."""
-    for array in arrays:
-        base: object = array
-        while base is not None and not isinstance(base, mmap.mmap):
-            base = getattr(base, "base", None)
-        if base is not None and hasattr(mmap, "MADV_DONTNEED"):
-            with contextlib.suppress(OSError, ValueError):  # a closed map, a system that refuses
-                base.madvise(mmap.MADV_DONTNEED)
+    return {name: kept(f"{direction}.{name}") for name in ADJACENCY_ARRAYS}
 
 
 def _remove_older(root: Path, *, than: int, keep: str) -> None:
