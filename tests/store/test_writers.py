@@ -8,15 +8,35 @@ death of its child (callers waiting then get an error, never a false acknowledge
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import pickle
 import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tracelake.model import FlowEdge, LineageBatch, Signal, UrnError
+from tracelake.model import (
+    Asset,
+    AssetChange,
+    AssetRead,
+    Confidence,
+    EdgeVersion,
+    Field,
+    FlowEdge,
+    Lifecycle,
+    LineageBatch,
+    Problem,
+    Process,
+    Run,
+    Signal,
+    Transformation,
+    UrnError,
+    parse_urn,
+)
 from tracelake.store import LineageStore
 from tracelake.store.group_commit import GroupCommit, write_group
 from tracelake.store.writer_process import WriterError, WriterProcess, writer_for
@@ -47,6 +67,59 @@ def test_a_failing_caller_fails_alone_and_the_rest_of_its_group_lands(tmp_path: 
     assert outcomes[0] is None and outcomes[2] is None
     assert isinstance(outcomes[1], UrnError)
     assert copies_in(tmp_path / "lineage.db") == {1, 2, 3}
+
+
+def test_every_record_of_a_batch_crosses_to_the_writer_process_whole() -> None:
+    """Batches travel pickled, and the records pickle by their fields' names listed once (not
+    Python's slotted-dataclass default): every field of every kind comes back, None and empty
+    values included, and the records stay frozen."""
+    when = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
+    batch = LineageBatch(
+        assets=[
+            Asset("hive.table/db.a", "ana", "ods", 3, frozenset({"pii"}), "d", {"k": [1]}),
+            Asset("hive.table/db.b"),
+        ],
+        fields=[Field("hive.table/db.a#x", "string", frozenset({"email"}))],
+        processes=[Process("sql.job/j", "j", "sql", None, "runs daily", {"schedule": "@daily"})],
+        runs=[Run("r1", "sql.job/j", when, None, "RUNNING", None, "ana")],
+        edges=[
+            FlowEdge(
+                "hive.table/db.a#x",
+                "hive.table/db.b#x",
+                "sql.job/j",
+                Signal.SQL_STATIC,
+                Confidence.LOW,
+                Transformation.IDENTITY,
+                "copy",
+            )
+        ],
+        problems=[Problem("sql", "cannot parse", "q.sql:3", "SELEC")],
+        described=[Process("sql.job/k", "k")],
+        events=[{"eventType": "COMPLETE", "run": {"runId": "r1"}, "inputs": []}],
+        changes=[
+            AssetChange(
+                "hive.table/db.b",
+                Lifecycle.CREATE,
+                when,
+                Signal.SQL_STATIC,
+                "sql.job/j",
+                "r1",
+                (("x", "string"), ("y", None)),
+            )
+        ],
+        reads=[AssetRead("hive.table/db.a", "r1", "sql.job/j", when, None, Signal.SQL_STATIC, ("x",))],
+        observed_at=when,
+    )
+    version = EdgeVersion("a.b/c", "a.b/d", "a.b/p", Signal.MANUAL, Confidence.HIGH, None, when, None)
+
+    for record in (batch, version, parse_urn("hive.table/db.a#x.y")):
+        back = pickle.loads(pickle.dumps(record))
+        assert type(back) is type(record)
+        assert dataclasses.astuple(back) == dataclasses.astuple(record)
+    back = pickle.loads(pickle.dumps(batch))
+    assert back.assets[0].metadata == {"k": [1]} and back.edges[0].confidence is Confidence.LOW
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.edges[0].source = "x"  # type: ignore[misc]
 
 
 def test_an_in_memory_store_keeps_its_writer_in_process(tmp_path: Path) -> None:

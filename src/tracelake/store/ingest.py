@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -38,8 +38,8 @@ from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
 from tracelake.store.engine import (
     chunks,
+    driver_execute,
     driver_insert,
-    driver_sql,
     json_param,
     json_result,
     markers,
@@ -61,7 +61,7 @@ def write_batches(
         # The write lock from the start (waiting up to busy_timeout). Left to itself the driver
         # begins the transaction at the first write, and what the ingest read before it (which
         # nodes exist, their labels) another writer could change in between.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        driver_execute(conn, "BEGIN IMMEDIATE")
     writes = _Writes(ids)
     ids = writes.upsert_nodes(conn, batches, now_us, report)
     writes.write_versions(conn, batches, ids, now_us, report)
@@ -71,7 +71,7 @@ def write_batches(
     report.reads = asset_reads.write_reads(conn, batches, ids)
     writes.write_problems(conn, batches, now_us, report)
     writes.write_events(conn, batches, now_us)
-    version = int(conn.exec_driver_sql(_BUMP_VERSION).scalar_one())
+    ((version,),) = driver_execute(conn, _BUMP_VERSION).fetchall()
     _log_changes(conn, version, writes.inserted, writes.versions)
     return report
 
@@ -307,7 +307,7 @@ class _Writes:
             # these columns would take: the foreign-key checks of other writers' edges and
             # fields (KEY SHARE) still pass. SQLite needs none: its writers take turns whole.
             touched = {ids[urn] for urn in itertools.chain(assets, fields, processes, unnamed)}
-            conn.exec_driver_sql(_LOCK_NODES, (sorted(touched),))
+            driver_execute(conn, _LOCK_NODES, (sorted(touched),))
         self._update_node_properties(conn, assets.values(), fields.values(), processes.values(), now_us)
         _mark_seen(conn, [ids[urn] for urn in unnamed], now_us)
         return self._ids
@@ -330,7 +330,7 @@ class _Writes:
             # other (PostgreSQL holds a new key until its transaction ends) in one order, never
             # each for the other. Their ids are drawn first, in the order the nodes were seen,
             # so that ids still follow first sight, as on SQLite (whose writers take turns).
-            drawn = sorted(conn.exec_driver_sql(_DRAW_NODE_IDS, (len(missing),)).scalars())
+            drawn = sorted(node_id for (node_id,) in driver_execute(conn, _DRAW_NODE_IDS, (len(missing),)))
             missing = sorted(((i, *row) for i, row in zip(drawn, missing, strict=True)), key=lambda r: r[1])
             columns = ("id", *columns)
         driver_insert(conn, s.nodes, columns, missing, on_conflict="(urn) DO NOTHING")
@@ -400,7 +400,7 @@ class _Writes:
                 updates[columns].append((*assigned, node_id))
         for columns, rows in updates.items():
             assignments = ", ".join(f"{column} = ?" for column in columns)
-            conn.exec_driver_sql(driver_sql(conn, f"UPDATE nodes SET {assignments} WHERE id = ?"), rows)
+            driver_execute(conn, f"UPDATE nodes SET {assignments} WHERE id = ?", rows, many=True)
         # One UPDATE … WHERE id IN (…) per chunk rather than one per node: on a re-ingest
         # nearly every node only has last_seen moved, and per-row executemany dominated.
         _mark_seen(conn, list(changes), now_us)
@@ -470,19 +470,19 @@ class _Writes:
         self.versions.update((pid, valid_from) for *_, pid, valid_from in (*gone, *moved))
         self.versions.update((pid, v.valid_from) for pid, plan in plans.items() for v in plan.insert)
         if gone:
-            conn.exec_driver_sql(driver_sql(conn, f"DELETE FROM process_versions WHERE {_OF_VERSION}"), gone)
-            result = conn.exec_driver_sql(driver_sql(conn, f"DELETE FROM edges WHERE {_OF_VERSION}"), gone)
+            driver_execute(conn, f"DELETE FROM process_versions WHERE {_OF_VERSION}", gone, many=True)
+            result = driver_execute(conn, f"DELETE FROM edges WHERE {_OF_VERSION}", gone, many=True)
             report.edges_replaced += max(result.rowcount, 0)
         if moved:
             close = f"SET valid_to = ? WHERE {_OF_VERSION}"
-            conn.exec_driver_sql(driver_sql(conn, f"UPDATE process_versions {close}"), moved)
-            result = conn.exec_driver_sql(driver_sql(conn, f"UPDATE edges {close}"), moved)
+            driver_execute(conn, f"UPDATE process_versions {close}", moved, many=True)
+            result = driver_execute(conn, f"UPDATE edges {close}", moved, many=True)
             report.edges_closed += max(result.rowcount, 0)
         seen = params("touch", lambda v: now_us)
         if seen:
             touch = f"SET last_seen = ? WHERE {_OF_VERSION}"
-            conn.exec_driver_sql(driver_sql(conn, f"UPDATE process_versions {touch}"), seen)
-            conn.exec_driver_sql(driver_sql(conn, f"UPDATE edges {touch}"), seen)
+            driver_execute(conn, f"UPDATE process_versions {touch}", seen, many=True)
+            driver_execute(conn, f"UPDATE edges {touch}", seen, many=True)
         changed = [
             (pid, at)
             for pid, plan in plans.items()
@@ -491,7 +491,7 @@ class _Writes:
         ]
         if changed:
             delete = "DELETE FROM process_observations WHERE process_id = ? AND at = ?"
-            conn.exec_driver_sql(driver_sql(conn, delete), changed)
+            driver_execute(conn, delete, changed, many=True)
         observation_rows = [
             (pid, at, content, now_us)
             for pid, plan in plans.items()
@@ -506,7 +506,9 @@ class _Writes:
                 for pid, v, flows in new
             ]
             driver_insert(conn, s.process_versions, _VERSION_COLUMNS, version_rows)
-            node_ids = {**edges.ids, **ids}
+            # the ingest's ids first, then those read back with the edges; not merged into one
+            # dict: `ids` is the store's cache of every id it has learnt, a copy a transaction
+            node_ids = ChainMap(ids, edges.ids)
             edge_rows = [
                 (
                     node_ids[e.source],
@@ -601,7 +603,7 @@ class _Writes:
         ]
         if changed:
             update = "UPDATE column_orders SET columns = ? WHERE asset_id = ? AND at = ?"
-            conn.exec_driver_sql(driver_sql(conn, update), changed)
+            driver_execute(conn, update, changed, many=True)
         new = [
             (asset_id, at, json_param(columns), now_us)
             for (asset_id, at), columns in declared.items()
@@ -692,15 +694,15 @@ class _Writes:
             driver_insert(conn, s.openlineage_events, _EVENT_COLUMNS, rows)
 
 
-# The statements of the ingest path, as driver SQL (written with `?`: `engine.driver_sql`):
+# The statements of the ingest path, as driver SQL (written with `?`: `engine.driver_execute`):
 # SQLAlchemy's own execution of a statement cost more than SQLite running it, and compiling
 # each for a new engine (a tracked Spark job's one ingest) more still.
 _NODE_PROPERTIES = ("owner", "layer", "security_level", "labels", "description", "properties", "data_type")
 _JSON_PROPERTIES = frozenset({"labels", "properties"})
 _NODE_VALUES = f"SELECT id, {', '.join(_NODE_PROPERTIES)} FROM nodes"
-_DRAW_NODE_IDS = "SELECT nextval(pg_get_serial_sequence('nodes', 'id')) FROM generate_series(1, %s)"
+_DRAW_NODE_IDS = "SELECT nextval(pg_get_serial_sequence('nodes', 'id')) FROM generate_series(1, ?)"
 # The ids as one array: as IN lists of 5,000 values, locking 60,000 nodes took 1.3 s, not 0.25 s.
-_LOCK_NODES = "SELECT id FROM nodes WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
+_LOCK_NODES = "SELECT id FROM nodes WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE"
 # The rows of one process version, given per executemany row after any value set.
 _OF_VERSION = "process_id = ? AND valid_from = ?"
 _OBSERVATION_COLUMNS = ("process_id", "at", "content_hash", "first_seen")
@@ -727,8 +729,8 @@ _EDGES_OF_HASH = (
 def _mark_seen(conn: sa.Connection, node_ids: Sequence[int], now_us: int) -> None:
     """Move the nodes' last_seen to now: one UPDATE … WHERE id IN (…) a chunk."""
     for chunk in chunks(node_ids):
-        query = f"UPDATE nodes SET last_seen = ? WHERE id IN ({markers(conn, len(chunk))})"
-        conn.exec_driver_sql(driver_sql(conn, query), (now_us, *chunk))
+        query = f"UPDATE nodes SET last_seen = ? WHERE id IN ({markers(len(chunk))})"
+        driver_execute(conn, query, (now_us, *chunk))
 
 
 # Driver SQL, the same text on SQLite and PostgreSQL; the run merge is `_write_runs`'s rule.

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from tracelake.model import AssetRead, LineageBatch, Signal
 from tracelake.store import schema as s
-from tracelake.store.engine import driver_insert, driver_sql, json_param, json_result, rows_where_in
+from tracelake.store.engine import driver_execute, driver_insert, json_param, json_result, rows_where_in
 from tracelake.store.schema import from_micros, to_micros
 
 _READ_COLUMNS = ("asset_id", "run_id", "process_id", "at", "user_name", "signal", "columns")
@@ -77,7 +77,7 @@ def write_reads(conn: sa.Connection, batches: Sequence[LineageBatch], ids: dict[
             widened.append((json_param(columns), asset, run_id))
     if widened:
         update = "UPDATE asset_reads SET columns = ? WHERE asset_id = ? AND run_id = ?"
-        conn.exec_driver_sql(driver_sql(conn, update), widened)
+        driver_execute(conn, update, widened, many=True)
     fresh = [
         tuple(json_param(row[c]) if c == "columns" else row[c] for c in _READ_COLUMNS)
         for key, row in rows.items()

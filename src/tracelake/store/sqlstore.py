@@ -29,7 +29,7 @@ from tracelake.model import (
 from tracelake.store import owed, snapshots
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
-from tracelake.store.engine import chunks, markers, open_engine, until_won
+from tracelake.store.engine import chunks, driver_execute, open_engine, until_won
 from tracelake.store.ingest import within_columns, write_batches
 from tracelake.store.location import as_url, default_url
 from tracelake.store.reads import ReadCounts
@@ -177,9 +177,8 @@ class LineageStore:
             return int(found)
         drawn = secrets.randbits(62)
         with self.engine.begin() as conn:  # whoever draws first wins; the others read theirs
-            values = markers(conn, 2)
-            draw = f"INSERT INTO store_state (key, value) VALUES ({values}) ON CONFLICT (key) DO NOTHING"
-            conn.exec_driver_sql(draw, ("identity", drawn))
+            draw = "INSERT INTO store_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+            driver_execute(conn, draw, ("identity", drawn))
             return int(conn.execute(_IDENTITY).scalar_one())
 
     def snapshot(self) -> GraphSnapshot:
