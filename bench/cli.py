@@ -9,7 +9,7 @@ layers), printed as JSON. Four ways, in the same run:
   what each command did before the index was kept, and what a user gets without it (baseline);
 - `first`: the kept index removed first: the command builds the index and keeps it beside the
   store (once per store version);
-- `kept`: the next command opens the kept index memory-mapped;
+- `kept`: the next command opens the kept index (its files, read where the walk goes);
 - `after a write`: on a copy of the store whose index is kept, one small ingest (a new process
   writing into the queried column) before each command, which opens the kept index and catches
   it up from the store's change log (`graph.catch_up`) instead of building it again.
@@ -160,7 +160,7 @@ def main() -> None:
             rows += [
                 (size, "index off (built by every command)", off_wall, off_memory),
                 (size, "first (builds, keeps the index)", first_wall, first_memory),
-                (size, "kept (opens it memory-mapped)", kept_wall, kept_memory),
+                (size, "kept (opens its files)", kept_wall, kept_memory),
                 (
                     size,
                     "after a write (catches the kept one up)",
