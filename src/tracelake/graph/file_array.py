@@ -76,19 +76,19 @@ class FileArray(IndexArray):
         return whole if dtype is None else whole.astype(dtype, copy=False)
 
     def _item(self, at: int) -> Any:
-        if self._mapped_now() is not None:
+        if self._use_map():
             return self._map()[at]
         return self._read(at, at + 1)[0]
 
     def _range(self, start: int, stop: int) -> np.ndarray:
-        if self._mapped_now() is None and (stop - start) * self._dtype.itemsize <= MAX_READS * BLOCK:
+        if not self._use_map() and (stop - start) * self._dtype.itemsize <= MAX_READS * BLOCK:
             return self._read(start, stop)
         return self._map()[start:stop]
 
     def _gather(self, positions: np.ndarray) -> np.ndarray:
-        if self._mapped_now() is not None:
-            return self._map()[positions]
         per_block = BLOCK // self._dtype.itemsize
+        if self._use_map() or len(positions) > MAX_READS * per_block:
+            return self._map()[positions]  # a large gather maps whatever its spread: no sort first
         blocks = np.sort(positions // per_block)
         blocks = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
         breaks = np.flatnonzero(np.diff(blocks) > GAP)
@@ -109,7 +109,7 @@ class FileArray(IndexArray):
         """Where `values` go in this array, which is sorted: a few values by binary search over
         reads of single entries, then of the block they narrow down to."""
         values = np.asarray(values)
-        if self._mapped_now() is not None or sorter is not None or values.size > _FEW_SEARCHES:
+        if self._use_map() or sorter is not None or values.size > _FEW_SEARCHES:
             return self._map().searchsorted(values, side=side, sorter=sorter)
         found = np.array([self._search(value, side) for value in values.ravel()], dtype=np.intp)
         return found.reshape(values.shape) if values.ndim else found[0]
@@ -142,9 +142,9 @@ class FileArray(IndexArray):
                 raise OSError(f"{self._file.name} ends before entry {stop - 1}")
             done += got
 
-    def _mapped_now(self) -> np.ndarray | None:
-        """The map, when the array is mapped or has made its `MAP_AFTER` calls."""
-        return self._map() if self._mapped is not None or self._reads >= MAP_AFTER else None
+    def _use_map(self) -> bool:
+        """Whether reads go through the map: it is made, or the array has made `MAP_AFTER` calls."""
+        return self._mapped is not None or self._reads >= MAP_AFTER
 
     def _map(self) -> np.ndarray:
         if self._mapped is None:
