@@ -62,9 +62,11 @@ class IndexArray(NDArrayOperatorsMixin):
         if isinstance(key, np.ndarray) and key.ndim == 1 and key.dtype.kind in "iu":
             if len(key) == 0:
                 return np.empty(0, dtype=self.dtype)
-            if key.dtype.kind == "i" and int(key.min()) < 0:
+            low = int(key.min())
+            if low < 0:
                 key = np.where(key < 0, key + len(self), key)
-            if int(key.min()) < 0 or int(key.max()) >= len(self):
+                low = int(key.min())
+            if low < 0 or int(key.max()) >= len(self):
                 raise IndexError(f"a position is out of bounds for an array of {len(self)}")
             return self._gather(key)
         if isinstance(key, slice):

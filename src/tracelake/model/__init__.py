@@ -409,17 +409,10 @@ def _pickled_by_listed_fields(cls: type) -> None:
     setattr(cls, "__setstate__", setstate)  # noqa: B010
 
 
-for _record in (
-    Urn,
-    Asset,
-    Field,
-    Process,
-    Run,
-    FlowEdge,
-    EdgeVersion,
-    Problem,
-    AssetChange,
-    AssetRead,
-    LineageBatch,
-):
+# every record of this module: one added later pickles fast without being listed
+for _record in [
+    value
+    for value in list(globals().values())
+    if isinstance(value, type) and value.__module__ == __name__ and dataclasses.is_dataclass(value)
+]:
     _pickled_by_listed_fields(_record)
