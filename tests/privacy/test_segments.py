@@ -2,8 +2,11 @@
 
 A segment must give back every filter with the metadata it was written with and the same answers,
 its tables 8-byte aligned in the file; it must appear under its final name only once complete and
-leave nothing behind when writing fails; and anything that is not a whole segment of a known
-version must be refused with `SegmentError`, which the index treats as "skip this segment".
+leave nothing behind when writing fails; anything that is not a whole segment of a known version
+must be refused with `SegmentError`, which the index treats as "skip this segment"; and no bit
+flipped anywhere in a segment may make a request skip a file that holds an id (checksums of the
+footer and of every block of every table). Segments of the first version, without checksums,
+still read.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 
 from tracelake.privacy.filters import IdentityFilter, hash_ids
 from tracelake.privacy.segments import (
+    BLOCK,
     MAGIC,
     SUFFIX,
     SegmentError,
@@ -61,8 +66,24 @@ def write_sample(path: Path) -> list[tuple[IdentityFilter, dict[str, object]]]:
 
 
 def raw_segment(footer: object, data: bytes = b"") -> bytes:
+    """A segment of today's layout: the footer's checksum, its length and the magic at the end."""
     encoded = json.dumps(footer).encode()
-    return data + encoded + struct.pack("<Q8s", len(encoded), MAGIC)
+    return data + encoded + struct.pack("<QQ8s", xxhash.xxh3_64_intdigest(encoded), len(encoded), MAGIC)
+
+
+def v1_segment(filters: list[tuple[IdentityFilter, dict[str, object]]]) -> bytes:
+    """A segment as the first version wrote it: tables 8-byte aligned, no checksums, the footer's
+    length and magic `TLIDX\\0\\1\\n` at the end."""
+    data, entries = b"", []
+    for identity_filter, meta in filters:
+        data += b"\0" * (-len(data) % 8)
+        table = identity_filter.table.tobytes()
+        entries.append(
+            {"offset": len(data), "length": len(table), "filter": identity_filter.params(), **meta}
+        )
+        data += table
+    encoded = json.dumps({"version": 1, "entries": entries}).encode()
+    return data + encoded + struct.pack("<Q8s", len(encoded), b"TLIDX\x00\x01\n")
 
 
 def test_a_segment_gives_back_every_filter_with_its_metadata(tmp_path: Path) -> None:
@@ -169,19 +190,20 @@ def test_a_segment_missing_its_first_bytes_is_refused(tmp_path: Path) -> None:
 
 def test_a_footer_longer_than_the_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / f"one{SUFFIX}"
-    path.write_bytes(b"{}" + struct.pack("<Q8s", 1000, MAGIC))
+    path.write_bytes(b"{}" + struct.pack("<QQ8s", 0, 1000, MAGIC))
     with pytest.raises(SegmentError):
         read_segment(path)
 
 
 def test_an_unreadable_footer_is_refused(tmp_path: Path) -> None:
     path = tmp_path / f"one{SUFFIX}"
-    path.write_bytes(b"\xff\xfe{not json" + struct.pack("<Q8s", 11, MAGIC))
+    footer = b"\xff\xfe{not json"
+    path.write_bytes(footer + struct.pack("<QQ8s", xxhash.xxh3_64_intdigest(footer), len(footer), MAGIC))
     with pytest.raises(SegmentError, match="footer"):
         read_segment(path)
 
 
-@pytest.mark.parametrize("version", [2, 0, None, "1"])
+@pytest.mark.parametrize("version", [1, 3, 0, None, "2"])
 def test_a_footer_of_an_unsupported_version_is_refused(tmp_path: Path, version: object) -> None:
     path = tmp_path / f"future{SUFFIX}"
     path.write_bytes(raw_segment({"version": version, "entries": []}))
@@ -200,7 +222,7 @@ def test_a_footer_of_an_unsupported_version_is_refused(tmp_path: Path, version: 
 )
 def test_a_footer_entry_that_cannot_be_read_is_refused(tmp_path: Path, entry: dict[str, object]) -> None:
     path = tmp_path / f"odd{SUFFIX}"
-    path.write_bytes(raw_segment({"version": 1, "entries": [entry]}, data=b"\0" * 8))
+    path.write_bytes(raw_segment({"version": 2, "entries": [entry | {"sums": 0}]}, data=b"\0" * 16))
     with pytest.raises(SegmentError):
         read_segment(path)
 
@@ -219,3 +241,58 @@ def test_new_segment_names_sort_in_creation_order(tmp_path: Path) -> None:
     assert all(name.startswith("seg-") and name.endswith(SUFFIX) for name in names)
     assert new_segment_path(tmp_path, "task").name.startswith("task-")
     assert new_segment_path(tmp_path).parent == tmp_path
+
+
+def test_a_segment_of_the_first_version_reads_and_answers_as_written(tmp_path: Path) -> None:
+    path = tmp_path / f"old{SUFFIX}"
+    written = sample_filters()
+    path.write_bytes(v1_segment(written))
+    segment = read_segment(path)
+    probes = np.concatenate([hash_ids(["u1", "u9"]), random_keys(1001, seed=1), random_keys(20_000, seed=9)])
+    assert [stored.meta for stored in segment.filters] == [meta for _, meta in written]
+    for stored, (original, _) in zip(segment.filters, written, strict=True):
+        assert stored.sums is None and not stored.damaged()  # nothing to check it against
+        assert np.array_equal(stored.filter.might_contain(probes), original.might_contain(probes))
+
+
+def test_every_block_of_a_table_has_its_checksum_after_it(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    write_sample(path)
+    content = path.read_bytes()
+    for stored in read_segment(path).filters:
+        table = content[stored.offset : stored.offset + stored.filter.nbytes]
+        assert stored.sums is not None
+        assert len(stored.sums) == -(-len(table) // BLOCK)
+        expected = [xxhash.xxh3_64_intdigest(table[at : at + BLOCK]) for at in range(0, len(table), BLOCK)]
+        assert stored.sums.tolist() == expected
+        assert not stored.damaged()
+
+
+def test_a_footer_that_fails_its_checksum_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    write_sample(path)
+    content = bytearray(path.read_bytes())
+    at = content.rindex(b'"rows"')  # inside the footer: a digit of a row count changes
+    content[at + 7] ^= 0x01
+    path.write_bytes(bytes(content))
+    with pytest.raises(SegmentError, match="checksum"):
+        read_segment(path)
+
+
+def test_a_flipped_bit_in_a_table_marks_only_the_blocks_that_hold_it(tmp_path: Path) -> None:
+    path = tmp_path / f"one{SUFFIX}"
+    big = IdentityFilter.build(random_keys(30_000, seed=5), fpp=2.0**-11)  # ~50 KB: 13 blocks
+    with SegmentWriter(path) as writer:
+        writer.add(big, file="a", columns=["id"])
+    stored = read_segment(path).filters[0]
+    content = bytearray(path.read_bytes())
+    content[stored.offset + 5 * BLOCK + 100] ^= 0x10
+    path.write_bytes(bytes(content))
+
+    stored = read_segment(path).filters[0]
+    assert not stored.damaged(np.array([0, BLOCK, 4 * BLOCK + 17]))  # blocks 0, 1 and 4
+    assert stored.damaged(np.array([5 * BLOCK + 3000]))
+    assert stored.damaged()  # and the whole table is damaged
+    assert stored.damaged(np.array([5 * BLOCK]))  # a block found bad stays bad for later lookups
+    # a slot read at a block's last bytes spans into the next block
+    assert stored.damaged(np.array([5 * BLOCK - 1]))

@@ -74,7 +74,14 @@ def stale_lake(spark: SparkSession, tmp_path: Path, request: pytest.FixtureReque
     short = IdentityFilter.build(as_keys(np.array(old_map_keys(spark, root / holder), dtype=np.int64)))
     stamp, rows_in_file = DataFile.of(root, holder), pq.read_metadata(root / holder).num_rows
     if request.param == "current":
-        DatasetIndex(root).write_segment([(short, stamp, "identity_map", rows_in_file)])
+        # today's filter holds the file's user ids and its map's ids together: built short
+        user_keys = [
+            row[0] for row in spark.read.parquet(str(root / holder)).select(F.xxhash64("user_id")).collect()
+        ]
+        both = IdentityFilter.build(
+            as_keys(np.array(old_map_keys(spark, root / holder) + user_keys, dtype=np.int64))
+        )
+        DatasetIndex(root).write_segment([(both, stamp, ("user_id", "identity_map"), rows_in_file)])
     else:  # every filter as Tracelake wrote it then: no walk recorded
         index = DatasetIndex.load(root)
         with SegmentWriter(new_segment_path(index.folder)) as writer:
@@ -110,9 +117,9 @@ def test_verify_reports_the_file_whose_filter_lacks_an_id_it_holds(stale_lake: S
     root, holder = stale_lake.root, stale_lake.holder
     report = verify(root)
     assert not report.ok
-    assert [(wrong.path, wrong.column, wrong.missing_ids) for wrong in report.wrong] == [
-        (holder, "identity_map", 1)
-    ]
+    # the legacy index had a filter per column; today's has one over both
+    columns = "identity_map" if stale_lake.legacy else "user_id, identity_map"
+    assert [(wrong.path, wrong.column, wrong.missing_ids) for wrong in report.wrong] == [(holder, columns, 1)]
     assert report.checked == len(list_data_files(root)) and not report.unindexed
     assert report.legacy == (sorted(list_data_files(root)) if stale_lake.legacy else [])
 
@@ -176,7 +183,8 @@ def test_the_cli_says_which_file_is_wrong_exits_1_and_repairs_with_repair(
 
     code, stdout, stderr = run("privacy", "verify", str(root))
     assert code == 1, stdout + stderr
-    assert f"wrong filter: {holder}: identity_map filter lacks 1 of the file's ids" in stderr
+    columns = "identity_map" if stale_lake.legacy else "user_id, identity_map"
+    assert f"wrong filter: {holder}: the filter of {columns} lacks 1 of the file's ids" in stderr
     assert "--repair" in stderr
 
     code, stdout, stderr = run("privacy", "verify", str(root), "--repair")
@@ -192,3 +200,34 @@ def test_the_cli_refuses_a_dataset_without_an_index_or_columns_in_one_line(tmp_p
     code, _, stderr = run("privacy", "verify", str(tmp_path / "plain"))
     assert code == 2
     assert stderr.strip().count("\n") == 0 and "no identity index" in stderr
+
+
+def test_verify_reports_a_filter_whose_bytes_fail_their_checksum(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracelake.privacy import hash_ids
+
+    root = tmp_path / "plain"
+    root.mkdir()
+    ids = {"a.parquet": [f"a{n}" for n in range(3000)], "b.parquet": [f"b{n}" for n in range(3000)]}
+    for name, values in ids.items():
+        pq.write_table(pa.table({"user_id": values}), root / name)
+    DatasetIndex(root).write_segment(
+        [
+            (IdentityFilter.build(hash_ids(values)), DataFile.of(root, name), ("user_id",), len(values))
+            for name, values in ids.items()
+        ]
+    )
+    assert verify(root, ["user_id"]).ok
+    stored = next(s for s in DatasetIndex.load(root).segments[0].filters if s.meta["file"] == "b.parquet")
+    content = bytearray(stored.segment.path.read_bytes())
+    content[stored.offset + 10] ^= 0x80
+    stored.segment.path.write_bytes(bytes(content))
+
+    report = verify(root, ["user_id"])
+    assert [(wrong.path, wrong.damaged) for wrong in report.wrong] == [("b.parquet", True)]
+    assert (
+        report.wrong[0].describe()
+        == "b.parquet: the filter of user_id is damaged (its bytes fail their checksum)"
+    )

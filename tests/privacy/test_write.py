@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 
 from tests.privacy.conftest import (
     IDENTITY,
+    ROWS,
+    SLICES,
     Written,
     as_set,
     collected,
@@ -28,6 +30,7 @@ from tests.privacy.conftest import (
     fresh_files,
     ids_of,
     people,
+    person,
 )
 from tracelake.privacy import DatasetIndex, IdentityError, build_index, hash_ids, write
 from tracelake.privacy.index import ScanPlan, list_data_files
@@ -158,11 +161,17 @@ def test_the_write_report_says_every_file_is_indexed_and_counts_ids_per_file(peo
     report = people_lake.report
 
     assert (report.files, report.indexed, report.unindexed) == (9, 9, [])
-    # By hand: each of the first 3 slices has 25 users on both of its days (6 × 25); the last has
-    # u75…u98 on days 0 and 1 (2 × 24) and u99 alone on day 2.
-    assert report.distinct_ids["user_id"] == 6 * 25 + 2 * 24 + 1
-    # Accounts change every 40 rows: 13 per slice and day (each straddles both days), 1 on day 2.
-    assert report.distinct_ids["account"] == 8 * 13 + 1
+    # A file is one slice's rows of one day, and its filter holds the ids of all its identity
+    # columns together: the people formula's ids of those rows.
+    files: dict[tuple[int, int], set[str]] = {}
+    for seq in range(ROWS):
+        day = 2 if seq >= 1980 else seq % 2
+        files.setdefault((seq // (ROWS // SLICES), day), set()).update(ids_of(person(seq)))
+    assert len(files) == 9
+    # By hand, the user ids alone: each of the first 3 slices has 25 users on both of its days
+    # (6 × 25); the last has u75…u98 on days 0 and 1 (2 × 24) and u99 alone on day 2.
+    assert sum(len({i for i in ids if i.startswith("u")}) for ids in files.values()) == 6 * 25 + 2 * 24 + 1
+    assert report.distinct_ids == sum(len(ids) for ids in files.values())
     assert report.index_bytes > 0
 
 
@@ -218,7 +227,7 @@ def test_a_null_id_or_an_empty_map_adds_no_id(spark: SparkSession, tmp_path: Pat
     report = write(spark.createDataFrame(rows, schema).coalesce(1), root, identity=IDENTITY)
 
     assert report.files == report.indexed == 1
-    assert report.distinct_ids == dict.fromkeys(IDENTITY, 0)
+    assert report.distinct_ids == 0
     assert read_back(spark, root).count() == 4
     # Not even the text of a null is an id of the file.
     for text in ("null", "None", "", "[]"):

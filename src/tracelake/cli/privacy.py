@@ -69,7 +69,7 @@ def index_command(
     table.add_row(
         str(report.indexed),
         str(len(report.unindexed)),
-        str(sum(report.distinct_ids.values())),
+        str(report.distinct_ids),
         str(report.index_bytes),
         f"{report.bits_per_id:.2f}",
         f"{report.seconds:.1f}",

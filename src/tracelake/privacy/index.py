@@ -2,11 +2,12 @@
 
 The index of a Parquet dataset lives beside its data, in `<dataset>/_tracelake_index/` (Spark
 skips names starting with `_`): a few segments (`segments.py`), each holding one filter per data
-file per identity column, bound to the data file by relative path, size and modification time.
-Segments are only ever added or replaced whole, so concurrent appends need no lock; where two
-segments describe the same file and column the newer one wins. A data file whose filter is
-missing, or whose size or modification time no longer match it (rewritten by someone else), is
-*unindexed*: it is always read, never skipped. Zero false negatives is the invariant.
+file over all its identity columns (indexes written before that hold one per file per column),
+bound to the data file by relative path, size and modification time. Segments are only ever added
+or replaced whole, so concurrent appends need no lock; where two segments describe the same file
+and column the newer one wins. A data file whose filter is missing, or whose size or
+modification time no longer match it (rewritten by someone else), is *unindexed*: it is always
+read, never skipped. Zero false negatives is the invariant.
 
 `DatasetIndex.plan` probes every fresh filter for a batch of ids at once and says which files to
 read; when nearly all files are candidates it says to scan the whole dataset instead.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelake.privacy.filters import IdentityFilter, probe_fuse
+from tracelake.privacy.filters import IdentityFilter, fuse_slots, slot_answers, slot_bytes
 from tracelake.privacy.segments import (
     SUFFIX,
     Segment,
@@ -92,6 +93,9 @@ class ScanPlan:
     unindexed: list[str]  # candidates read because no fresh filter covers them
     full_scan: bool
     probe_seconds: float
+    # what made the index read more than it had to: segments it could not read, filters that
+    # failed their checksum (never record values)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def skipped(self) -> int:
@@ -126,14 +130,17 @@ class DatasetIndex:
         return index
 
     def columns(self) -> set[str]:
-        return {str(stored.meta["column"]) for segment in self.segments for stored in segment.filters}
+        return {
+            column for segment in self.segments for stored in segment.filters for column in columns_of(stored)
+        }
 
     def by_key(self) -> dict[tuple[str, str], list[StoredFilter]]:
         """Every filter of each (data file, column), newest first (segments sort by age)."""
         found: dict[tuple[str, str], list[StoredFilter]] = {}
         for segment in reversed(self.segments):
             for stored in segment.filters:
-                found.setdefault((str(stored.meta["file"]), str(stored.meta["column"])), []).append(stored)
+                for column in columns_of(stored):
+                    found.setdefault((str(stored.meta["file"]), column), []).append(stored)
         return found
 
     def fresh(
@@ -161,7 +168,10 @@ class DatasetIndex:
                 for column in wanted
             ]
             if wanted and all(stored is not None for stored in filters):
-                covered[path] = [stored for stored in filters if stored is not None]
+                # one filter over several columns is probed once
+                covered[path] = list(
+                    {id(stored): stored for stored in filters if stored is not None}.values()
+                )
         return covered
 
     def plan(
@@ -176,8 +186,10 @@ class DatasetIndex:
         started = time.perf_counter()
         files = list_data_files(self.root) if files is None else files
         covered = self.fresh(files, columns)
-        unindexed = [path for path in files if path not in covered]
-        hits = _probe(covered, np.asarray(keys, dtype=np.uint64))
+        hits, damaged = _probe(covered, np.asarray(keys, dtype=np.uint64))
+        self._record_damage(damaged)
+        unreadable = {str(stored.meta["file"]) for stored in damaged}
+        unindexed = [path for path in files if path not in covered or path in unreadable]
         candidates = sorted(set(unindexed) | {path for path, hit in hits.items() if hit})
         full_scan = bool(files) and len(candidates) >= full_scan_at * len(files)
         return ScanPlan(
@@ -187,21 +199,42 @@ class DatasetIndex:
             unindexed,
             full_scan,
             time.perf_counter() - started,
+            list(self.problems),
         )
+
+    def _record_damage(self, damaged: Iterable[StoredFilter]) -> None:
+        for stored in damaged:
+            problem = f"{stored.segment.path}: the filter of {stored.meta['file']} fails its checksum"
+            if problem not in self.problems:
+                self.problems.append(problem)
+                logger.warning("identity filter damaged, its file is read: %s", problem)
+
+    def intact(self, filters: Iterable[StoredFilter]) -> list[StoredFilter]:
+        """The filters whose every block passes its checksum (the others recorded as problems):
+        only those may be copied into a new segment, which would checksum the damage anew."""
+        kept: list[StoredFilter] = []
+        damaged: list[StoredFilter] = []
+        for stored in filters:
+            (damaged if stored.damaged() else kept).append(stored)
+        self._record_damage(damaged)
+        return kept
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_segment(self, entries: Iterable[tuple[IdentityFilter, DataFile, str, int]]) -> Path | None:
-        """A new segment of (filter, data file, column, rows) entries; None if there are none."""
+    def write_segment(
+        self, entries: Iterable[tuple[IdentityFilter, DataFile, tuple[str, ...], int]]
+    ) -> Path | None:
+        """A new segment of (filter, data file, the identity columns it covers, rows) entries; None
+        if there are none."""
         writer = SegmentWriter(new_segment_path(self.folder))
         with writer:
-            for identity_filter, data_file, column, rows in entries:
+            for identity_filter, data_file, columns, rows in entries:
                 writer.add(
                     identity_filter,
                     file=data_file.path,
                     size=data_file.size,
                     mtime_ns=data_file.mtime_ns,
-                    column=column,
+                    columns=list(columns),
                     rows=rows,
                     walk=ID_WALK,
                 )
@@ -215,7 +248,9 @@ class DatasetIndex:
         if len(self.segments) < (1 if force else COMPACT_AFTER):
             return None
         files = list_data_files(self.root) if files is None else files
-        live = [stored for _, filters in sorted(self.fresh(files, legacy=True).items()) for stored in filters]
+        live = self.intact(
+            stored for _, filters in sorted(self.fresh(files, legacy=True).items()) for stored in filters
+        )
         writer = SegmentWriter(new_segment_path(self.folder))
         with writer:
             for stored in live:  # as they were written: a legacy filter stays legacy
@@ -229,6 +264,13 @@ class DatasetIndex:
         return merged
 
 
+def columns_of(stored: StoredFilter) -> tuple[str, ...]:
+    """The identity columns whose ids a filter holds (one, in indexes written before a file's
+    columns shared a filter)."""
+    columns = stored.meta.get("columns")
+    return tuple(str(c) for c in columns) if isinstance(columns, list) else (str(stored.meta["column"]),)
+
+
 def is_legacy(stored: StoredFilter) -> bool:
     """Whether a filter was built by a walk older than the current one (see `ID_WALK`)."""
     return int(stored.meta.get("walk", 1)) < ID_WALK
@@ -238,23 +280,30 @@ def _matches(stored: StoredFilter, data_file: DataFile) -> bool:
     return stored.meta.get("size") == data_file.size and stored.meta.get("mtime_ns") == data_file.mtime_ns
 
 
-def _probe(covered: dict[str, list[StoredFilter]], keys: np.ndarray) -> dict[str, bool]:
-    """For each covered file, whether any of its filters may hold any key."""
+def _probe(
+    covered: dict[str, list[StoredFilter]], keys: np.ndarray
+) -> tuple[dict[str, bool], list[StoredFilter]]:
+    """For each covered file, whether any of its filters may hold any key; and the filters that
+    failed a checksum where the lookup read them (their files must be read)."""
     hits = dict.fromkeys(covered, False)
+    damaged: list[StoredFilter] = []
     if not len(keys):
-        return hits
-    groups: dict[tuple[int, str], list[tuple[str, StoredFilter]]] = {}
+        return hits, damaged
+    groups: dict[tuple[int, str, int], list[tuple[str, StoredFilter]]] = {}
     for path, filters in covered.items():
         for stored in filters:
-            groups.setdefault((id(stored.segment), stored.filter.kind), []).append((path, stored))
-    for (_, kind), members in groups.items():
+            group = (id(stored.segment), stored.filter.kind, stored.filter.bits)
+            groups.setdefault(group, []).append((path, stored))
+    for (_, kind, bits), members in groups.items():
         if kind == "exact":
             for path, stored in members:
-                hits[path] = hits[path] or bool(stored.filter.might_contain(keys).any())
+                if stored.damaged():
+                    damaged.append(stored)
+                    hits[path] = True
+                else:
+                    hits[path] = hits[path] or bool(stored.filter.might_contain(keys).any())
             continue
-        dtype = members[0][1].filter.table.dtype
         base = np.frombuffer(members[0][1].segment.buffer, dtype=np.uint8)
-        base = base[: len(base) - len(base) % dtype.itemsize].view(dtype)
         step = max(1, _PROBE_CHUNK // len(keys))
         for start in range(0, len(members), step):
             chunk = members[start : start + step]
@@ -262,12 +311,17 @@ def _probe(covered: dict[str, list[StoredFilter]], keys: np.ndarray) -> dict[str
             if not pending:
                 continue
             shape = np.array([stored.filter.fuse_shape() for _, stored in pending], dtype=np.uint64).T
-            offsets = np.array([stored.offset // dtype.itemsize for _, stored in pending], dtype=np.int64)
-            found = probe_fuse(base, offsets, shape[0], shape[1], shape[2], keys)
-            for (path, _), row in zip(pending, found, strict=True):
-                hit = row.any()
-                hits[path] = hits[path] or bool(hit)
-    return hits
+            offsets = np.array([stored.offset for _, stored in pending], dtype=np.int64)
+            wanted, slots = fuse_slots(bits, shape[0], shape[1], shape[2], keys)
+            found = slot_answers(base, offsets, bits, wanted, slots)
+            read = slot_bytes(slots, bits)
+            for row, (path, stored) in enumerate(pending):
+                if stored.damaged(read[:, row, :]):
+                    damaged.append(stored)
+                    hits[path] = True
+                else:
+                    hits[path] = hits[path] or bool(found[row].any())
+    return hits, damaged
 
 
 def staging_folder(root: Path, write_id: str) -> Path:

@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
 from tracelake.model import fingerprint, utcnow
-from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan, list_data_files, staging_folder
+from tracelake.privacy.index import (
+    DataFile,
+    DatasetIndex,
+    ScanPlan,
+    columns_of,
+    list_data_files,
+    staging_folder,
+)
 from tracelake.privacy.plain_ids import rows_holding
 from tracelake.privacy.search import (
     MATCHED_IDS,
@@ -309,18 +316,19 @@ def _rewrite(
     _check_rewrites(root, staging, staged, removed, dataset.identity, batch.ids)
 
     step("index")
-    staged_index = DatasetIndex.load(staging).fresh(list_data_files(staging))
+    staging_index = DatasetIndex.load(staging)
+    staged_index = staging_index.fresh(list_data_files(staging))
     entries = []
     for path, new in staged.items():
         if new is None:
             continue
         stamp = DataFile.of(staging, new)
-        for stored in staged_index.get(new, []):
+        for stored in staging_index.intact(staged_index.get(new, [])):  # a damaged one: left unindexed
             entries.append(
                 (
                     stored.filter,
                     DataFile(path, stamp.size, stamp.mtime_ns),
-                    str(stored.meta["column"]),
+                    columns_of(stored),
                     int(stored.meta["rows"]),
                 )
             )

@@ -54,6 +54,7 @@ class DatasetScan:
     rows_by_file: dict[str, int] = field(default_factory=dict)  # matched rows per file read
     probe_seconds: float = 0.0
     scan_seconds: float = 0.0
+    index_problems: list[str] = field(default_factory=list)  # damaged or unreadable index parts
 
     @classmethod
     def of(cls, plan: ScanPlan) -> DatasetScan:
@@ -65,6 +66,7 @@ class DatasetScan:
             len(plan.unindexed),
             plan.full_scan,
             probe_seconds=plan.probe_seconds,
+            index_problems=list(plan.problems),
         )
 
 

@@ -1,11 +1,19 @@
 """Index segments: many identity filters in one file, so an index is a few files, not thousands.
 
-A segment is the filters' tables back to back (each 8-byte aligned), then a JSON footer that
-lists, for every filter, where its table sits, how to read it (`IdentityFilter.params`) and
-what it describes (free metadata: the data file, its size and modification time, the column…),
-then the footer's length and a magic number — Parquet's layout, so a writer streams tables out
-as they come and a reader finds everything from the end. Tables are read through a memory map:
+A segment is the filters' tables back to back (each 8-byte aligned, each followed by the
+checksums of its 4 KiB blocks), then a JSON footer that lists, for every filter, where its table
+and checksums sit, how to read it (`IdentityFilter.params`) and what it describes (free
+metadata: the data file, its size and modification time, the columns…), then the footer's
+checksum, its length and a magic number — Parquet's layout, so a writer streams tables out as
+they come and a reader finds everything from the end. Tables are read through a memory map:
 opening a segment reads its footer only, and a lookup touches only the pages it probes.
+
+Nothing read from a segment is trusted unchecked, since a filter that lost an id would make a
+request skip a file that holds it. The footer is checked when the segment is opened (a damaged
+one is no segment: its files are read); a table's blocks are checked when a lookup first reads
+them (`StoredFilter.damaged`), so a one-id request checks the few blocks it probes, not the
+whole index, and a damaged filter's file is read. Checksums are XXH3-64. Segments written
+before checksums (version 1) are read as they are.
 
 A segment is written under a temporary name and renamed into place when complete: a reader sees
 a whole segment or none.
@@ -24,12 +32,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+import xxhash
+
 from tracelake.privacy.filters import IdentityFilter
 
-MAGIC = b"TLIDX\x00\x01\n"
+MAGIC = b"TLIDX\x00\x02\n"
 SUFFIX = ".tli"
-_TAIL = struct.Struct("<Q8s")  # footer length, magic
+BLOCK = 4096  # bytes of a table under one checksum
+_TAIL = struct.Struct("<QQ8s")  # footer checksum, footer length, magic
+_MAGIC_V1 = b"TLIDX\x00\x01\n"  # before checksums: no footer checksum in the tail
+_TAIL_V1 = struct.Struct("<Q8s")
 _ALIGN = 8
+_UNCHECKED, _GOOD, _BAD = 0, 1, 2
 
 
 class SegmentError(ValueError):
@@ -44,6 +59,26 @@ class StoredFilter:
     meta: dict[str, Any]
     filter: IdentityFilter
     offset: int  # byte offset of its table in the segment
+    sums: np.ndarray | None = None  # XXH3-64 of each BLOCK of the table; None before checksums
+    # per block: unchecked, good or bad (checked once, on the first lookup that reads it)
+    checked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+
+    def damaged(self, positions: np.ndarray | None = None) -> bool:
+        """Whether a block of the table holding any of the byte `positions` (every block when
+        None) fails its checksum. A lookup reading those bytes must not be trusted then."""
+        if self.sums is None or not len(self.sums):
+            return False
+        if positions is None or 3 * positions.size >= len(self.sums):
+            blocks = np.arange(len(self.sums))
+        else:  # a slot spans up to three bytes, which may straddle a block's end
+            last = self.filter.nbytes - 1
+            ends = np.minimum(positions.ravel() + 2, last)
+            blocks = np.unique(np.concatenate([positions.ravel(), ends]) // BLOCK)
+        for block in blocks[self.checked[blocks] == _UNCHECKED]:
+            start = self.offset + int(block) * BLOCK
+            data = self.segment.buffer[start : min(start + BLOCK, self.offset + self.filter.nbytes)]
+            self.checked[block] = _GOOD if xxhash.xxh3_64_intdigest(data) == int(self.sums[block]) else _BAD
+        return bool((self.checked[blocks] == _BAD).any())
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,19 +107,23 @@ class SegmentWriter:
             self._out.write(b"\0" * padding)
             self._position += padding
         data = identity_filter.table.tobytes()
-        self._entries.append(
-            {"offset": self._position, "length": len(data), "filter": identity_filter.params(), **meta}
-        )
+        sums = block_sums(data)
+        entry = {"offset": self._position, "length": len(data), "filter": identity_filter.params(), **meta}
         self._out.write(data)
         self._position += len(data)
+        padding = -self._position % _ALIGN
+        self._out.write(b"\0" * padding + sums.tobytes())
+        entry["sums"] = self._position + padding
+        self._position += padding + sums.nbytes
+        self._entries.append(entry)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def close(self) -> Path:
-        footer = json.dumps({"version": 1, "entries": self._entries}, separators=(",", ":")).encode()
+        footer = json.dumps({"version": 2, "entries": self._entries}, separators=(",", ":")).encode()
         self._out.write(footer)
-        self._out.write(_TAIL.pack(len(footer), MAGIC))
+        self._out.write(_TAIL.pack(xxhash.xxh3_64_intdigest(footer), len(footer), MAGIC))
         self._out.flush()
         os.fsync(self._out.fileno())
         self._out.close()
@@ -108,22 +147,34 @@ class SegmentWriter:
 
 
 def read_segment(path: Path) -> Segment:
-    """The segment at `path`: its footer read, its tables memory-mapped (not read)."""
+    """The segment at `path`: its footer read and checked, its tables memory-mapped (not read)."""
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        if size < _TAIL.size:
+        if size < _TAIL_V1.size:
             raise SegmentError(f"{path}: too short to be an index segment")
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    footer_length, magic = _TAIL.unpack(mapped[size - _TAIL.size :])
-    if magic != MAGIC or footer_length > size - _TAIL.size:
-        raise SegmentError(f"{path}: not a Tracelake index segment (bad magic or footer)")
-    start = size - _TAIL.size - footer_length
+    magic = mapped[size - 8 :]
+    if magic not in (MAGIC, _MAGIC_V1) or size < (_TAIL if magic == MAGIC else _TAIL_V1).size:
+        raise SegmentError(f"{path}: not a Tracelake index segment (bad magic)")
+    checksum: int | None = None
+    if magic == MAGIC:
+        tail = _TAIL
+        checksum, footer_length, _ = _TAIL.unpack(mapped[size - _TAIL.size :])
+    else:
+        tail = _TAIL_V1
+        footer_length, _ = _TAIL_V1.unpack(mapped[size - _TAIL_V1.size :])
+    if footer_length > size - tail.size:
+        raise SegmentError(f"{path}: not a Tracelake index segment (bad footer length)")
+    start = size - tail.size - footer_length
+    footer_bytes = mapped[start : size - tail.size]
+    if checksum is not None and xxhash.xxh3_64_intdigest(footer_bytes) != checksum:
+        raise SegmentError(f"{path}: the footer fails its checksum (the segment is damaged)")
     try:
-        footer = json.loads(mapped[start : size - _TAIL.size])
+        footer = json.loads(footer_bytes)
     except ValueError as error:
         raise SegmentError(f"{path}: unreadable footer ({error})") from None
     version = footer.get("version") if isinstance(footer, dict) else None
-    if version != 1:
+    if version != (2 if magic == MAGIC else 1):
         raise SegmentError(f"{path}: segment version {version!r} is not supported")
     segment = Segment(path, memoryview(mapped))
     try:
@@ -133,12 +184,27 @@ def read_segment(path: Path) -> Segment:
                 raise SegmentError(f"{path}: a filter lies outside the data")
             params = entry.pop("filter")
             table = IdentityFilter.from_buffer(params, segment.buffer[offset : offset + length])
-            segment.filters.append(StoredFilter(segment, entry, table, offset))
+            sums = None
+            if version == 2:
+                at, count = int(entry.pop("sums")), -(-length // BLOCK)
+                if at < 0 or at % _ALIGN or at + 8 * count > start:
+                    raise SegmentError(f"{path}: a filter's checksums lie outside the data")
+                sums = np.frombuffer(segment.buffer[at : at + 8 * count], dtype="<u8")
+            checked = np.zeros(0 if sums is None else len(sums), dtype=np.uint8)
+            segment.filters.append(StoredFilter(segment, entry, table, offset, sums, checked))
     except SegmentError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise SegmentError(f"{path}: unreadable filter entry ({error!r})") from None
     return segment
+
+
+def block_sums(data: bytes) -> np.ndarray:
+    """XXH3-64 of each BLOCK of `data`, as little-endian uint64."""
+    view = memoryview(data)
+    return np.array(
+        [xxhash.xxh3_64_intdigest(view[at : at + BLOCK]) for at in range(0, len(data), BLOCK)], dtype="<u8"
+    )
 
 
 def new_segment_path(folder: Path, prefix: str = "seg") -> Path:

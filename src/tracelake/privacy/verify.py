@@ -1,14 +1,14 @@
 """Checking a dataset's identity index against its data, and repairing what is wrong.
 
-An index must never rule out a file that holds a requested id. `verify` reads every indexed
-file's ids by the plain Arrow walk (`plain_ids`, not the Spark walk that built the filters),
-hashes them in Python (not in the JVM) and asks each file's filter for each of its ids. A file
-whose filter lacks any of them, or was built for another row count, is wrong: a request would
-skip it. Filters built before ids beside null lists were found (a null list among a map's values
-hid its row's other ids; `index.ID_WALK`) are *legacy*: requests never skip a file for them, and
-`verify` checks them too, so it can say which files were really short. With a Spark session,
-`verify` rebuilds wrong and legacy filters (and indexes the files that have none), then checks
-the rebuilt ones again.
+An index must never rule out a file that holds a requested id. `verify` reads every indexed file's
+ids by the plain Arrow walk (`plain_ids`, not the Spark walk that built the filters), hashes them
+in Python (not in the JVM) and asks each file's filter for each of its ids. A file whose filter
+lacks any of them, or was built for another row count, or whose bytes fail their checksum, is
+wrong: a request would skip it (or, for a damaged one, must read it). Filters built before ids
+beside null lists were found (a null list among a map's values hid its row's other ids;
+`index.ID_WALK`) are *legacy*: requests never skip a file for them, and `verify` checks them too,
+so it can say which files were really short. With a Spark session, `verify` rebuilds wrong and
+legacy filters (and indexes the files that have none), then checks the rebuilt ones again.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError
-from tracelake.privacy.index import DatasetIndex, is_legacy, list_data_files
+from tracelake.privacy.index import DatasetIndex, columns_of, is_legacy, list_data_files
 from tracelake.privacy.limits import DEFAULT_FPP
 from tracelake.privacy.plain_ids import distinct_ids
 from tracelake.privacy.segments import StoredFilter
@@ -34,22 +34,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class WrongFilter:
-    """A data file whose filter for one identity column would let a request skip it wrongly (or
-    that could not be read to tell)."""
+    """A data file whose filter would let a request skip it wrongly (or that could not be read to
+    tell)."""
 
     path: str
-    column: str
-    missing_ids: int  # ids the file holds in the column that the filter says it lacks
+    column: str  # the identity columns the filter holds, comma-separated
+    missing_ids: int  # ids the file holds in those columns that the filter says it lacks
     rows: int  # rows of the file
     filter_rows: int  # rows the filter was built for
     unreadable: str | None = None  # why the file could not be read and checked
+    damaged: bool = False  # the filter's bytes fail their checksum
 
     def describe(self) -> str:
         if self.unreadable is not None:
             return f"{self.path}: cannot be read to check it ({' '.join(self.unreadable.split())})"
+        if self.damaged:
+            return f"{self.path}: the filter of {self.column} is damaged (its bytes fail their checksum)"
         if self.rows != self.filter_rows:
-            return f"{self.path}: {self.column} filter built for {self.filter_rows} rows, not {self.rows}"
-        return f"{self.path}: {self.column} filter lacks {self.missing_ids} of the file's ids"
+            built = f"was built for {self.filter_rows} rows, not {self.rows}"
+            return f"{self.path}: the filter of {self.column} {built}"
+        return f"{self.path}: the filter of {self.column} lacks {self.missing_ids} of the file's ids"
 
 
 @dataclass
@@ -128,12 +132,20 @@ def _check(root: Path, covered: dict[str, list[StoredFilter]], columns: Sequence
         ids_by_lower = {name.lower(): values for name, values in ids.items()}
         wrong = []
         for stored in covered[path]:
-            column = str(stored.meta["column"])
-            keys = hash_ids(sorted(ids_by_lower.get(column.lower(), set())))
+            held = columns_of(stored)
+            if stored.damaged():
+                wrong.append(
+                    WrongFilter(
+                        path, ", ".join(held), 0, rows, int(stored.meta.get("rows", -1)), damaged=True
+                    )
+                )
+                continue
+            values = set().union(*(ids_by_lower.get(column.lower(), set()) for column in held))
+            keys = hash_ids(sorted(values))
             missing = int((~stored.filter.might_contain(keys)).sum()) if len(keys) else 0
             filter_rows = int(stored.meta.get("rows", -1))
             if missing or filter_rows != rows:
-                wrong.append(WrongFilter(path, column, missing, rows, filter_rows))
+                wrong.append(WrongFilter(path, ", ".join(held), missing, rows, filter_rows))
         return wrong
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:

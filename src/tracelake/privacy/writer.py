@@ -1,7 +1,7 @@
 """Indexed writes: Parquet data files and their identity filters from one Spark job.
 
 `write(df, path, identity=[...])` is `df.write.parquet(path)` plus, in the same job, one identity
-filter per data file per identity column — no second scan of the data. Spark's own Parquet
+filter per data file over all its identity columns — no second scan of the data. Spark's own Parquet
 writer writes the rows; an Arrow UDF placed just below it (`_sink`) is sent only the hashes of
 each row's ids (computed in the JVM) and the row's partition values, collects them per
 (task, partition) while the rows stream through, and when its task's input ends builds the
@@ -33,6 +33,7 @@ from tracelake.privacy.identity import IdentityError, check_identity_columns, ro
 from tracelake.privacy.index import (
     DataFile,
     DatasetIndex,
+    columns_of,
     list_data_files,
     staging_folder,
 )
@@ -57,14 +58,13 @@ class WriteReport:
     files: int  # data files the write added
     indexed: int  # of which bound to their filters
     unindexed: list[str] = field(default_factory=list)  # added but left without filters
-    distinct_ids: dict[str, int] = field(default_factory=dict)  # per identity column, summed over files
+    distinct_ids: int = 0  # summed over files, each file's identity columns together
     index_bytes: int = 0
     seconds: float = 0.0
 
     @property
     def bits_per_id(self) -> float:
-        ids = sum(self.distinct_ids.values())
-        return 8.0 * self.index_bytes / ids if ids else 0.0
+        return 8.0 * self.index_bytes / self.distinct_ids if self.distinct_ids else 0.0
 
 
 def write(
@@ -226,10 +226,12 @@ def _sink(staging: str, columns: Sequence[str], fpp: float, *, grouped: bool) ->
 
 
 class _TaskFilters:
-    """One task's id hashes, per group and column, until its input ends (runs on executors).
+    """One task's id hashes, per group, until its input ends (runs on executors).
 
     A group is the rows bound for one data file: a write's partition values (Spark's JSON text
-    of them), or an index build's input file.
+    of them), or an index build's input file. The ids of all identity columns go into one filter:
+    a request looks for an id in every column, and one filter a file answers for all of them at
+    the rate of one (which column holds it is found by the exact match that follows).
     """
 
     # Past this many held hashes a group's are deduplicated in place, bounding a big task's memory.
@@ -239,8 +241,8 @@ class _TaskFilters:
         self.staging = staging
         self.columns = list(columns)
         self.fpp = fpp
-        self.hashes: dict[tuple[str, str], list[Any]] = {}
-        self.held: dict[tuple[str, str], int] = {}
+        self.hashes: dict[str, list[Any]] = {}
+        self.held: dict[str, int] = {}
         self.rows: dict[str, int] = {}
 
     def add(self, group_keys: Any | None, hashes: Sequence[Any]) -> None:
@@ -260,10 +262,10 @@ class _TaskFilters:
         for key, mask in groups:
             rows = len(hashes[0]) if mask is None else int(pc.sum(mask).as_py())
             self.rows[key] = self.rows.get(key, 0) + rows
-            for column, values in zip(self.columns, hashes, strict=True):
-                self._hold((key, column), flat_keys(values if mask is None else values.filter(mask)))
+            for values in hashes:
+                self._hold(key, flat_keys(values if mask is None else values.filter(mask)))
 
-    def _hold(self, slot: tuple[str, str], keys: Any) -> None:
+    def _hold(self, slot: str, keys: Any) -> None:
         self.hashes.setdefault(slot, []).append(keys)
         self.held[slot] = self.held.get(slot, 0) + len(keys)
         if self.held[slot] > self._COMPACT_AT:
@@ -289,17 +291,16 @@ class _TaskFilters:
         name = f"task-{task:05d}-{attempt}-{uuid.uuid4().hex[:8]}{SUFFIX}"
         with SegmentWriter(Path(self.staging) / name) as writer:
             for key, rows in self.rows.items():
-                for column in self.columns:
-                    chunks = self.hashes.get((key, column), [])
-                    keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-                    writer.add(
-                        IdentityFilter.build(keys, self.fpp),
-                        task=task,
-                        attempt=attempt,
-                        group=key,
-                        column=column,
-                        rows=rows,
-                    )
+                chunks = self.hashes.get(key, [])
+                keys = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+                writer.add(
+                    IdentityFilter.build(keys, self.fpp),
+                    task=task,
+                    attempt=attempt,
+                    group=key,
+                    columns=self.columns,
+                    rows=rows,
+                )
 
 
 def flat_keys(hashes: Any) -> Any:
@@ -315,16 +316,16 @@ def flat_keys(hashes: Any) -> Any:
     return as_keys(hashes.drop_null().to_numpy(zero_copy_only=False))
 
 
-def _read_staging(staging: Path) -> dict[tuple[int, str], dict[str, StoredFilter]]:
-    """The filters the tasks staged, by (task, group) and column; a retried task's last attempt wins."""
-    found: dict[tuple[int, str], dict[str, StoredFilter]] = {}
+def _read_staging(staging: Path) -> dict[tuple[int, str], StoredFilter]:
+    """The filter the tasks staged for each (task, group); a retried task's last attempt wins."""
+    found: dict[tuple[int, str], StoredFilter] = {}
     for path in sorted(staging.glob(f"*{SUFFIX}")) if staging.is_dir() else []:
         for stored in read_segment(path).filters:
             meta = stored.meta
-            kept = found.setdefault((int(meta["task"]), str(meta["group"])), {})
-            current = kept.get(meta["column"])
+            slot = (int(meta["task"]), str(meta["group"]))
+            current = found.get(slot)
             if current is None or int(current.meta["attempt"]) <= int(meta["attempt"]):
-                kept[meta["column"]] = stored
+                found[slot] = stored
     return found
 
 
@@ -335,39 +336,44 @@ def _bind(
     columns: Sequence[str],
     file_of: Callable[[int, str], str | None],
 ) -> WriteReport:
-    """One segment binding each added data file to its staged filters, where that is certain.
+    """One segment binding each added data file to its staged filter, where that is certain.
 
-    `file_of(task, group)` names the data file a task's group went to. A file gets filters only
-    if exactly one group went to it, with a filter for every column and its footer's row count.
+    `file_of(task, group)` names the data file a task's group went to. A file gets a filter only
+    if exactly one group went to it, with a filter of every identity column and its footer's row
+    count.
     """
     import numpy as np
     import pyarrow.parquet as pq
 
     from tracelake.privacy.filters import IdentityFilter
 
-    groups: dict[str, list[dict[str, StoredFilter]]] = {}
-    for (task, group), filters in _read_staging(staging).items():
+    groups: dict[str, list[StoredFilter]] = {}
+    for (task, group), stored in _read_staging(staging).items():
         name = file_of(task, group)
         if name is not None:
-            groups.setdefault(name, []).append(filters)
+            groups.setdefault(name, []).append(stored)
     report = WriteReport(root, len(added), 0)
-    entries: list[tuple[IdentityFilter, DataFile, str, int]] = []
+    entries: list[tuple[IdentityFilter, DataFile, tuple[str, ...], int]] = []
     for relative, data_file in sorted(added.items()):
         found = groups.get(relative, [])
-        filters = found[0] if len(found) == 1 else {}
         rows = pq.read_metadata(root / relative).num_rows
         if not found and rows == 0:  # no task saw a row of it: it holds no id, and need not be read
             report.indexed += 1
-            entries.extend((IdentityFilter.build(np.zeros(0, np.uint64)), data_file, c, 0) for c in columns)
+            entries.append((IdentityFilter.build(np.zeros(0, np.uint64)), data_file, tuple(columns), 0))
             continue
-        if set(filters) != set(columns) or any(int(s.meta["rows"]) != rows for s in filters.values()):
+        bound = found[0] if len(found) == 1 else None
+        if (
+            bound is None
+            or set(columns_of(bound)) != set(columns)
+            or int(bound.meta["rows"]) != rows
+            or bound.damaged()  # a staged segment damaged on disk: copied, its damage would pass
+        ):
             report.unindexed.append(relative)
             continue
         report.indexed += 1
-        for column, stored in sorted(filters.items()):
-            entries.append((stored.filter, data_file, column, rows))
-            report.distinct_ids[column] = report.distinct_ids.get(column, 0) + stored.filter.keys
-            report.index_bytes += stored.filter.nbytes
+        entries.append((bound.filter, data_file, tuple(columns), rows))
+        report.distinct_ids += bound.filter.keys
+        report.index_bytes += bound.filter.nbytes
     if report.unindexed:
         logger.warning(
             "%d of %d data files under %s could not be bound to identity filters; "
