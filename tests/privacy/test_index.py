@@ -16,18 +16,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tracelake.privacy.filters import IdentityFilter, hash_ids
+from tracelake.privacy.filters import IdentityFilter, fuse_slots, hash_ids, slot_bytes
 from tracelake.privacy.index import (
     COMPACT_AFTER,
     INDEX_DIR,
     DataFile,
     DatasetIndex,
+    ScanPlan,
     columns_of,
     is_hidden,
     list_data_files,
 )
 from tracelake.privacy.search import DatasetScan
-from tracelake.privacy.segments import SUFFIX
+from tracelake.privacy.segments import BLOCK, SUFFIX
 
 IDS = {
     "part-0.parquet": ["u1", "u2", "u3"],
@@ -549,3 +550,33 @@ def test_compaction_never_copies_a_damaged_filter(root: Path) -> None:
     assert kept == set(IDS) - {"part-1.parquet"}
     assert candidates(root, ["nobody"]) == ["part-1.parquet"]
     assert [p for p in index.problems if "part-1.parquet" in p]
+
+
+def test_a_lookup_checks_the_blocks_it_reads_and_no_more(tmp_path: Path) -> None:
+    ids = [f"u{n}" for n in range(60_000)]  # 10 bits: ~87 KB of table, 22 blocks
+    (tmp_path / "a.bin").write_bytes(b"a")
+    built = IdentityFilter.build(hash_ids(ids))
+    DatasetIndex(tmp_path).write_segment([(built, DataFile.of(tmp_path, "a.bin"), ("id",), len(ids))])
+    key = next(
+        k for k in hash_ids(f"nobody-{n}" for n in range(100)) if not built.might_contain(k.reshape(1))[0]
+    )
+    shape = [np.array([value], dtype=np.uint64) for value in built.fuse_shape()]
+    _, slots = fuse_slots(built.bits, *shape, key.reshape(1))
+    start = slot_bytes(slots, built.bits).ravel()
+    read = set((start // BLOCK).tolist()) | set(((start + 2) // BLOCK).tolist())
+    segment = segment_files(tmp_path)[0]
+    table_at = DatasetIndex.load(tmp_path).segments[0].filters[0].offset
+    pristine = segment.read_bytes()
+
+    def plan_with_block_damaged(block: int) -> ScanPlan:
+        damaged = bytearray(pristine)
+        damaged[table_at + block * BLOCK + 1] ^= 0x01
+        segment.write_bytes(bytes(damaged))
+        return DatasetIndex.load(tmp_path).plan(key.reshape(1))
+
+    unread = next(block for block in range(22) if block not in read)
+    untouched = plan_with_block_damaged(unread)  # damage the lookup never reads cannot change it
+    assert (untouched.candidates, untouched.problems) == ([], [])
+    touched = plan_with_block_damaged(min(read))
+    assert (touched.candidates, touched.unindexed) == (["a.bin"], ["a.bin"])
+    assert touched.problems

@@ -251,7 +251,7 @@ def test_a_segment_of_the_first_version_reads_and_answers_as_written(tmp_path: P
     probes = np.concatenate([hash_ids(["u1", "u9"]), random_keys(1001, seed=1), random_keys(20_000, seed=9)])
     assert [stored.meta for stored in segment.filters] == [meta for _, meta in written]
     for stored, (original, _) in zip(segment.filters, written, strict=True):
-        assert stored.sums is None and not stored.damaged()  # nothing to check it against
+        assert stored.blocks == 0 and not stored.damaged()  # nothing to check it against
         assert np.array_equal(stored.filter.might_contain(probes), original.might_contain(probes))
 
 
@@ -259,13 +259,15 @@ def test_every_block_of_a_table_has_its_checksum_after_it(tmp_path: Path) -> Non
     path = tmp_path / f"one{SUFFIX}"
     write_sample(path)
     content = path.read_bytes()
-    for stored in read_segment(path).filters:
+    segment = read_segment(path)
+    for stored in segment.filters:
         table = content[stored.offset : stored.offset + stored.filter.nbytes]
-        assert stored.sums is not None
-        assert len(stored.sums) == -(-len(table) // BLOCK)
+        assert stored.blocks == -(-len(table) // BLOCK)
+        sums = segment.sums[stored.first_block : stored.first_block + stored.blocks]
         expected = [xxhash.xxh3_64_intdigest(table[at : at + BLOCK]) for at in range(0, len(table), BLOCK)]
-        assert stored.sums.tolist() == expected
+        assert sums.tolist() == expected
         assert not stored.damaged()
+    assert len(segment.sums) == sum(stored.blocks for stored in segment.filters)
 
 
 def test_a_footer_that_fails_its_checksum_is_refused(tmp_path: Path) -> None:

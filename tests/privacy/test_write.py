@@ -173,6 +173,8 @@ def test_the_write_report_says_every_file_is_indexed_and_counts_ids_per_file(peo
     assert sum(len({i for i in ids if i.startswith("u")}) for ids in files.values()) == 6 * 25 + 2 * 24 + 1
     assert report.distinct_ids == sum(len(ids) for ids in files.values())
     assert report.index_bytes > 0
+    # 10-bit filters by default: each measured ~2^-10 on 16,384 absent keys when built
+    assert report.measured_fpp is not None and 0.0 < report.measured_fpp < 0.003
 
 
 def test_the_index_has_a_fresh_filter_for_every_data_file_and_identity_column(people_lake: Written) -> None:

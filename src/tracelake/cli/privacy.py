@@ -64,7 +64,16 @@ def index_command(
 
     report = index_dataset(path, identity, fpp=fpp)
     table = new_table(title=f"identity index of {report.path}")
-    for column in ("files indexed", "left unindexed", "distinct ids", "index bytes", "bits/id", "seconds"):
+    columns = (
+        "files indexed",
+        "left unindexed",
+        "distinct ids",
+        "index bytes",
+        "bits/id",
+        "false positives",
+        "seconds",
+    )
+    for column in columns:
         table.add_column(column, justify="right")
     table.add_row(
         str(report.indexed),
@@ -72,6 +81,7 @@ def index_command(
         str(report.distinct_ids),
         str(report.index_bytes),
         f"{report.bits_per_id:.2f}",
+        "-" if report.measured_fpp is None else f"{report.measured_fpp:.3%}",
         f"{report.seconds:.1f}",
     )
     out.print(table)

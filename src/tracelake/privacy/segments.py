@@ -59,35 +59,46 @@ class StoredFilter:
     meta: dict[str, Any]
     filter: IdentityFilter
     offset: int  # byte offset of its table in the segment
-    sums: np.ndarray | None = None  # XXH3-64 of each BLOCK of the table; None before checksums
-    # per block: unchecked, good or bad (checked once, on the first lookup that reads it)
-    checked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    first_block: int = 0  # its table's first block among the segment's checksummed blocks
+    blocks: int = 0  # its table's blocks (0: a segment written before checksums)
 
     def damaged(self, positions: np.ndarray | None = None) -> bool:
         """Whether a block of the table holding any of the byte `positions` (every block when
         None) fails its checksum. A lookup reading those bytes must not be trusted then."""
-        if self.sums is None or not len(self.sums):
+        if not self.blocks:
             return False
-        if positions is None or 3 * positions.size >= len(self.sums):
-            blocks = np.arange(len(self.sums))
+        if positions is None:
+            blocks = np.arange(self.first_block, self.first_block + self.blocks)
         else:  # a slot spans up to three bytes, which may straddle a block's end
-            last = self.filter.nbytes - 1
-            ends = np.minimum(positions.ravel() + 2, last)
-            blocks = np.unique(np.concatenate([positions.ravel(), ends]) // BLOCK)
-        for block in blocks[self.checked[blocks] == _UNCHECKED]:
-            start = self.offset + int(block) * BLOCK
-            data = self.segment.buffer[start : min(start + BLOCK, self.offset + self.filter.nbytes)]
-            self.checked[block] = _GOOD if xxhash.xxh3_64_intdigest(data) == int(self.sums[block]) else _BAD
-        return bool((self.checked[blocks] == _BAD).any())
+            ends = np.minimum(positions + 2, self.filter.nbytes - 1)
+            blocks = self.first_block + np.concatenate([positions.ravel(), ends.ravel()]) // BLOCK
+        return bool(self.segment.damaged_blocks(blocks).any())
 
 
 @dataclass(frozen=True, eq=False)
 class Segment:
-    """A segment's file, its bytes (memory-mapped) and its filters."""
+    """A segment's file, its bytes (memory-mapped) and its filters, with the checksums of its
+    tables' blocks (all filters' in one array, so a lookup checks many filters' blocks at once)."""
 
     path: Path
     buffer: memoryview
     filters: list[StoredFilter] = field(default_factory=list)
+    sums: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))  # a block's bytes
+    # per block: unchecked, good or bad (checked once, when a lookup first reads it)
+    checked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+
+    def damaged_blocks(self, blocks: np.ndarray) -> np.ndarray:
+        """For each of `blocks` (numbers among the segment's), whether it fails its checksum."""
+        blocks = np.asarray(blocks, dtype=np.int64)
+        todo = np.unique(blocks[self.checked[blocks] == _UNCHECKED])
+        for block, (start, end), expected in zip(
+            todo.tolist(), self.spans[todo].tolist(), self.sums[todo].tolist(), strict=True
+        ):
+            good = xxhash.xxh3_64_intdigest(self.buffer[start:end]) == expected
+            self.checked[block] = _GOOD if good else _BAD
+        damaged: np.ndarray = self.checked[blocks] == _BAD
+        return damaged
 
 
 class SegmentWriter:
@@ -176,26 +187,39 @@ def read_segment(path: Path) -> Segment:
     version = footer.get("version") if isinstance(footer, dict) else None
     if version != (2 if magic == MAGIC else 1):
         raise SegmentError(f"{path}: segment version {version!r} is not supported")
-    segment = Segment(path, memoryview(mapped))
+    buffer = memoryview(mapped)
+    read: list[tuple[dict[str, Any], IdentityFilter, int, int, int]] = []
+    sums: list[np.ndarray] = []
+    spans: list[np.ndarray] = []
     try:
         for entry in footer["entries"]:
             offset, length = int(entry.pop("offset")), int(entry.pop("length"))
             if offset < 0 or length < 0 or offset + length > start:
                 raise SegmentError(f"{path}: a filter lies outside the data")
-            params = entry.pop("filter")
-            table = IdentityFilter.from_buffer(params, segment.buffer[offset : offset + length])
-            sums = None
+            table = IdentityFilter.from_buffer(entry.pop("filter"), buffer[offset : offset + length])
+            first, count = sum(map(len, sums)), 0
             if version == 2:
                 at, count = int(entry.pop("sums")), -(-length // BLOCK)
                 if at < 0 or at % _ALIGN or at + 8 * count > start:
                     raise SegmentError(f"{path}: a filter's checksums lie outside the data")
-                sums = np.frombuffer(segment.buffer[at : at + 8 * count], dtype="<u8")
-            checked = np.zeros(0 if sums is None else len(sums), dtype=np.uint8)
-            segment.filters.append(StoredFilter(segment, entry, table, offset, sums, checked))
+                sums.append(np.frombuffer(buffer[at : at + 8 * count], dtype="<u8"))
+                starts = offset + BLOCK * np.arange(count, dtype=np.int64)
+                spans.append(np.stack([starts, np.minimum(starts + BLOCK, offset + length)], axis=1))
+            read.append((entry, table, offset, first, count))
     except SegmentError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise SegmentError(f"{path}: unreadable filter entry ({error!r})") from None
+    segment = Segment(path, buffer)
+    if sums:
+        segment = Segment(
+            path,
+            buffer,
+            sums=np.concatenate(sums).astype(np.uint64),
+            spans=np.concatenate(spans),
+            checked=np.zeros(sum(map(len, sums)), dtype=np.uint8),
+        )
+    segment.filters.extend(StoredFilter(segment, *found) for found in read)
     return segment
 
 

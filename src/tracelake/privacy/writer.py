@@ -61,6 +61,8 @@ class WriteReport:
     distinct_ids: int = 0  # summed over files, each file's identity columns together
     index_bytes: int = 0
     seconds: float = 0.0
+    # the false-positive rate the new fuse filters measured when built, averaged (None: no such filter)
+    measured_fpp: float | None = None
 
     @property
     def bits_per_id(self) -> float:
@@ -354,6 +356,7 @@ def _bind(
             groups.setdefault(name, []).append(stored)
     report = WriteReport(root, len(added), 0)
     entries: list[tuple[IdentityFilter, DataFile, tuple[str, ...], int]] = []
+    rates: list[float] = []
     for relative, data_file in sorted(added.items()):
         found = groups.get(relative, [])
         rows = pq.read_metadata(root / relative).num_rows
@@ -374,6 +377,9 @@ def _bind(
         entries.append((bound.filter, data_file, tuple(columns), rows))
         report.distinct_ids += bound.filter.keys
         report.index_bytes += bound.filter.nbytes
+        if bound.filter.kind == "fuse" and bound.filter.measured_fpp is not None:
+            rates.append(bound.filter.measured_fpp)
+    report.measured_fpp = sum(rates) / len(rates) if rates else None
     if report.unindexed:
         logger.warning(
             "%d of %d data files under %s could not be bound to identity filters; "
