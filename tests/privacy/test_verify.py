@@ -231,3 +231,68 @@ def test_verify_reports_a_filter_whose_bytes_fail_their_checksum(tmp_path: Path)
         report.wrong[0].describe()
         == "b.parquet: the filter of user_id is damaged (its bytes fail their checksum)"
     )
+
+
+def plain_lake(root: Path, ids: dict[str, list[str]]) -> None:
+    """Parquet files of one `user_id` column (pyarrow, uncompressed: equal ids of equal lengths
+    make files of equal size), each indexed by hand."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracelake.privacy import hash_ids
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name, values in ids.items():
+        pq.write_table(pa.table({"user_id": values}), root / name, compression="none")
+    DatasetIndex(root).write_segment(
+        [
+            (IdentityFilter.build(hash_ids(values)), DataFile.of(root, name), ("user_id",), len(values))
+            for name, values in ids.items()
+        ]
+    )
+
+
+def test_verify_catches_a_file_replaced_behind_the_index_with_its_size_and_time(tmp_path: Path) -> None:
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracelake.privacy import hash_ids
+
+    root = tmp_path / "plain"
+    plain_lake(root, {f"f{n}.parquet": [f"u{n}-{i:04d}" for i in range(500)] for n in range(4)})
+    victim = root / "f2.parquet"
+    before = os.stat(victim)
+    # another user's rows, the same size, the modification time put back: the index cannot tell
+    pq.write_table(pa.table({"user_id": [f"z2-{i:04d}" for i in range(500)]}), victim, compression="none")
+    assert victim.stat().st_size == before.st_size
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    plan = DatasetIndex.load(root).plan(hash_ids(["z2-0007"]))
+    assert "f2.parquet" not in plan.candidates  # a request would skip the file that holds the user
+    report = verify(root)
+    assert [(wrong.path, wrong.missing_ids) for wrong in report.wrong] == [("f2.parquet", 500)]
+
+
+def test_verify_can_check_a_random_sample_of_the_files(tmp_path: Path) -> None:
+    root = tmp_path / "plain"
+    plain_lake(root, {f"f{n}.parquet": [f"u{n}-{i:04d}" for i in range(100)] for n in range(6)})
+    whole = verify(root)
+    assert (whole.checked, whole.indexed_files, whole.sampled) == (6, 6, False)
+
+    drawn = [verify(root, sample=2, seed=seed) for seed in range(8)]
+    assert all((r.checked, r.indexed_files, r.sampled, r.ok) == (2, 6, True, True) for r in drawn)
+    assert verify(root, sample=10).checked == 6  # a sample larger than the index is all of it
+    with pytest.raises(ValueError, match="at least one"):
+        verify(root, sample=0)
+
+
+def test_the_cli_says_when_it_checked_a_sample(tmp_path: Path) -> None:
+    root = tmp_path / "plain"
+    plain_lake(root, {f"f{n}.parquet": [f"u{n}-{i:04d}" for i in range(100)] for n in range(5)})
+    code, stdout, stderr = run("privacy", "verify", str(root), "--sample", "3")
+    assert code == 0, stdout + stderr
+    assert "checked a random sample of 3 of 5 indexed files" in stdout
+    code, _, stderr = run("privacy", "verify", str(root), "--sample", "0")
+    assert code == 2 and "'--sample'" in stderr

@@ -134,15 +134,20 @@ def index_dataset(path: Path, identity: Sequence[str], *, fpp: float = DEFAULT_F
 
 
 def verify_index(
-    path: Path, identity: Sequence[str] = (), *, repair: bool = False, fpp: float = DEFAULT_FPP
+    path: Path,
+    identity: Sequence[str] = (),
+    *,
+    repair: bool = False,
+    fpp: float = DEFAULT_FPP,
+    sample: int | None = None,
 ) -> VerifyReport:
-    """Check that each file's filters hold every id in it; `repair` rebuilds those that do not
-    (with Spark) and indexes the files that have none."""
+    """Check that each file's filters (or a random `sample` of files') hold every id in it;
+    `repair` rebuilds those that do not (with Spark) and indexes the files that have none."""
     with _refusals():
         if not repair:
-            return verify(path, identity)
+            return verify(path, identity, sample=sample)
         with local_session("tracelake-privacy") as spark:
-            return verify(path, identity, repair_with=spark, fpp=fpp)
+            return verify(path, identity, repair_with=spark, fpp=fpp, sample=sample)
 
 
 @contextmanager

@@ -99,6 +99,12 @@ def verify_command(
         bool, typer.Option("--repair", help="Rebuild wrong filters and index unindexed files (Spark)")
     ] = False,
     fpp: Annotated[float, typer.Option(help="Target false-positive rate of rebuilt filters")] = DEFAULT_FPP,
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            "--sample", min=1, help="Check this many indexed files, drawn at random each run [default: all]"
+        ),
+    ] = None,
 ) -> None:
     """Check that each file's identity filters hold every id in it; --repair rebuilds those that do not.
 
@@ -106,7 +112,7 @@ def verify_command(
     """
     from tracelake.app.privacy import verify_index
 
-    report = verify_index(path, identity or (), repair=repair, fpp=fpp)
+    report = verify_index(path, identity or (), repair=repair, fpp=fpp, sample=sample)
     table = new_table(title=f"identity index of {report.root} ({', '.join(report.columns)})")
     for column in (
         "files",
@@ -130,6 +136,8 @@ def verify_command(
         f"{report.seconds:.1f}",
     )
     out.print(table)
+    if report.sampled:
+        out.print(f"checked a random sample of {report.checked} of {report.indexed_files} indexed files")
     for problem in report.index_problems:
         err.print(f"index segment skipped: {problem}", soft_wrap=True)
     for wrong in report.wrong:

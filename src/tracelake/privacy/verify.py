@@ -14,6 +14,7 @@ legacy filters (and indexes the files that have none), then checks the rebuilt o
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,7 @@ class VerifyReport:
     columns: list[str]
     files: int = 0
     checked: int = 0  # files with a filter for every column, read and checked
+    indexed_files: int = 0  # files with a filter for every column (all checked unless sampled)
     unindexed: list[str] = field(default_factory=list)  # no fresh filter: always read, never skipped
     legacy: list[str] = field(default_factory=list)  # filters of an older walk: always read, until rebuilt
     wrong: list[WrongFilter] = field(default_factory=list)  # still wrong at the end
@@ -76,6 +78,10 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.wrong
 
+    @property
+    def sampled(self) -> bool:
+        return self.checked < self.indexed_files
+
 
 def verify(
     path: str | Path,
@@ -83,8 +89,13 @@ def verify(
     *,
     repair_with: SparkSession | None = None,
     fpp: float = DEFAULT_FPP,
+    sample: int | None = None,
+    seed: int | None = None,
 ) -> VerifyReport:
-    """Check every indexed file of the dataset at `path`; with `repair_with`, rebuild what is wrong."""
+    """Check every indexed file of the dataset at `path` (or `sample` of them, drawn at random:
+    a different draw each run unless `seed` is given); with `repair_with`, rebuild what is wrong."""
+    if sample is not None and sample < 1:
+        raise ValueError(f"a sample is at least one file, not {sample}")
     started = time.perf_counter()
     root = Path(path).absolute()
     files = list_data_files(root)
@@ -96,6 +107,10 @@ def verify(
     covered = index.fresh(files, columns, legacy=True)
     report.unindexed = sorted(path for path in files if path not in covered)
     report.legacy = sorted(path for path, filters in covered.items() if any(map(is_legacy, filters)))
+    report.indexed_files = len(covered)
+    if sample is not None and sample < len(covered):
+        drawn = random.Random(seed).sample(sorted(covered), sample)
+        covered = {path: covered[path] for path in sorted(drawn)}
     report.checked = len(covered)
     report.wrong = _check(root, covered, columns)
     if repair_with is not None and (report.wrong or report.unindexed or report.legacy):
