@@ -27,6 +27,7 @@ from tracelake.privacy.filters import (
     distinct,
     fingerprint_bits,
     hash_ids,
+    pack_slots,
     table_bytes,
 )
 
@@ -301,3 +302,17 @@ def test_the_probe_answers_as_a_plain_reading_of_the_table(
     answers = identity_filter.might_contain(probes)
     assert answers[: min(50, len(members))].all()  # no false negative
     assert answers.tolist() == [_reference_contains(identity_filter, int(key)) for key in probes]
+
+
+@pytest.mark.parametrize("bits", range(1, MAX_BITS + 1))
+@pytest.mark.parametrize("count", [1, 7, 8, 9, 1001])
+def test_slots_are_packed_as_a_plain_bit_by_bit_packing_would(bits: int, count: int) -> None:
+    values = np.random.default_rng(bits * count).integers(0, 2**16, count, dtype=np.uint64).astype(np.uint16)
+    low = values & np.uint16((1 << bits) - 1)
+    plain = np.packbits(
+        ((low[:, None] >> np.arange(bits, dtype=np.uint16)) & 1).astype(np.uint8).ravel(), bitorder="little"
+    )
+    packed = pack_slots(values, bits)
+    assert len(packed) == table_bytes(count, bits)
+    assert packed[: len(plain)].tobytes() == plain.tobytes()
+    assert not packed[len(plain) :].any()  # the padding is zeros

@@ -278,14 +278,25 @@ def _slots(base: np.ndarray, start: np.ndarray, slots: np.ndarray, bits: int) ->
 
 
 def pack_slots(values: np.ndarray, bits: int) -> np.ndarray:
-    """`values` (their low `bits` each) packed `bits` a slot, least significant first, padded."""
+    """`values` (their low `bits` each) packed `bits` a slot, least significant first, padded.
+
+    Eight slots make exactly `bits` bytes: each group of eight is built as two 64-bit words
+    (four slots in each, at most 60 bits), joined and cut to its `bits` bytes, all in numpy."""
     if bits == 8:
         return values.astype(np.uint8)
     if bits == 16:
         return values.astype("<u2").view(np.uint8)
-    shifts = np.arange(bits, dtype=np.uint16)
-    slot_bits = ((values.astype(np.uint16)[:, None] >> shifts) & np.uint16(1)).astype(np.uint8)
-    packed = np.packbits(slot_bits.ravel(), bitorder="little")
+    groups = np.zeros(-(-len(values) // 8) * 8, dtype=np.uint64)
+    groups[: len(values)] = values & ((1 << bits) - 1)
+    groups = groups.reshape(-1, 8)
+    shifts = np.arange(4, dtype=np.uint64) * np.uint64(bits)
+    low = np.bitwise_or.reduce(groups[:, :4] << shifts, axis=1)
+    high = np.bitwise_or.reduce(groups[:, 4:] << shifts, axis=1)
+    half = np.uint64(4 * bits)
+    words = np.empty((len(groups), 2), dtype="<u8")
+    words[:, 0] = low | (high << half)
+    words[:, 1] = high >> (np.uint64(64) - half)
+    packed = words.view(np.uint8).reshape(-1, 16)[:, :bits].ravel()[: (len(values) * bits + 7) // 8]
     return np.concatenate([packed, np.zeros(_PAD, dtype=np.uint8)])
 
 
