@@ -286,9 +286,9 @@ def pack_slots(values: np.ndarray, bits: int) -> np.ndarray:
         return values.astype(np.uint8)
     if bits == 16:
         return values.astype("<u2").view(np.uint8)
-    groups = np.zeros(-(-len(values) // 8) * 8, dtype=np.uint64)
-    groups[: len(values)] = values & ((1 << bits) - 1)
-    groups = groups.reshape(-1, 8)
+    slots = np.zeros(-(-len(values) // 8) * 8, dtype=np.uint64)
+    slots[: len(values)] = values & ((1 << bits) - 1)
+    groups = slots.reshape(-1, 8)
     shifts = np.arange(4, dtype=np.uint64) * np.uint64(bits)
     low = np.bitwise_or.reduce(groups[:, :4] << shifts, axis=1)
     high = np.bitwise_or.reduce(groups[:, 4:] << shifts, axis=1)
