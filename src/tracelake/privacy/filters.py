@@ -264,17 +264,15 @@ def slot_answers(
 
 def _slots(base: np.ndarray, start: np.ndarray, slots: np.ndarray, bits: int) -> np.ndarray:
     """The fingerprints at `slots` of the tables starting at byte `start`, as uint64."""
+    at = start + slot_bytes(slots, bits)
     if bits == 8:
-        return base[start + slots.astype(np.int64)].astype(np.uint64)
+        return base[at].astype(np.uint64)
     if bits == 16:  # little-endian pairs of bytes, as the C library's uint16_t array on x86 and ARM
-        at = start + 2 * slots.astype(np.int64)
         return base[at].astype(np.uint64) | (base[at + 1].astype(np.uint64) << np.uint64(8))
-    position = slots * np.uint64(bits)
-    at = start + (position >> np.uint64(3)).astype(np.int64)
     word = base[at].astype(np.uint64)
     word |= base[at + 1].astype(np.uint64) << np.uint64(8)
     word |= base[at + 2].astype(np.uint64) << np.uint64(16)
-    return (word >> (position & np.uint64(7))) & np.uint64((1 << bits) - 1)
+    return (word >> ((slots * np.uint64(bits)) & np.uint64(7))) & np.uint64((1 << bits) - 1)
 
 
 def pack_slots(values: np.ndarray, bits: int) -> np.ndarray:

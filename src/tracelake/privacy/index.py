@@ -26,12 +26,12 @@ import numpy as np
 
 from tracelake.privacy.filters import IdentityFilter, fuse_slots, slot_answers, slot_bytes
 from tracelake.privacy.segments import (
-    BLOCK,
     SUFFIX,
     Segment,
     SegmentError,
     SegmentWriter,
     StoredFilter,
+    damaged_tables,
     new_segment_path,
     read_segment,
 )
@@ -315,33 +315,12 @@ def _probe(
             offsets = np.array([stored.offset for _, stored in pending], dtype=np.int64)
             wanted, slots = fuse_slots(bits, shape[0], shape[1], shape[2], keys)
             found: np.ndarray = np.any(slot_answers(base, offsets, bits, wanted, slots), axis=1)
-            broken = _damaged_tables([stored for _, stored in pending], slot_bytes(slots, bits))
+            broken = damaged_tables([stored for _, stored in pending], slot_bytes(slots, bits))
             for (path, stored), hit, bad in zip(pending, found, broken, strict=True):
                 if bad:
                     damaged.append(stored)
                 hits[path] = hits[path] or bool(hit) or bool(bad)
     return hits, damaged
-
-
-def _damaged_tables(filters: list[StoredFilter], read: np.ndarray) -> np.ndarray:
-    """For fuse filters of one segment, whether a block holding any byte a lookup read (`read`,
-    (3, F, Q) byte positions in each table) fails its checksum: all in numpy, each block hashed
-    once in the segment's life."""
-    segment = filters[0].segment
-    if not len(segment.sums):  # written before checksums
-        return np.zeros(len(filters), dtype=bool)
-    firsts = np.array([stored.first_block for stored in filters], dtype=np.int64)
-    counts = np.array([stored.blocks for stored in filters], dtype=np.int64)
-    starts = np.cumsum(counts) - counts
-    if 6 * read.shape[2] >= counts.mean():  # the lookup reads (nearly) every block: check them all
-        blocks = np.repeat(firsts - starts, counts) + np.arange(counts.sum())
-        bad: np.ndarray = np.logical_or.reduceat(segment.damaged_blocks(blocks), starts)
-        return bad
-    # a slot spans up to three bytes, which may straddle a block's end
-    lasts = np.array([stored.filter.nbytes - 1 for stored in filters], dtype=np.int64)
-    ends = np.minimum(read + 2, lasts[None, :, None])
-    blocks = firsts[None, :, None] + np.concatenate([read, ends]) // BLOCK
-    return np.asarray(segment.damaged_blocks(blocks.ravel()).reshape(blocks.shape).any(axis=(0, 2)))
 
 
 def staging_folder(root: Path, write_id: str) -> Path:

@@ -68,11 +68,10 @@ class StoredFilter:
         if not self.blocks:
             return False
         if positions is None:
-            blocks = np.arange(self.first_block, self.first_block + self.blocks)
-        else:  # a slot spans up to three bytes, which may straddle a block's end
-            ends = np.minimum(positions + 2, self.filter.nbytes - 1)
-            blocks = self.first_block + np.concatenate([positions.ravel(), ends.ravel()]) // BLOCK
-        return bool(self.segment.damaged_blocks(blocks).any())
+            return bool(
+                self.segment.damaged_blocks(np.arange(self.first_block, self.first_block + self.blocks)).any()
+            )
+        return bool(damaged_tables([self], np.asarray(positions, dtype=np.int64).reshape(1, 1, -1))[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,6 +220,28 @@ def read_segment(path: Path) -> Segment:
         )
     segment.filters.extend(StoredFilter(segment, *found) for found in read)
     return segment
+
+
+def damaged_tables(filters: list[StoredFilter], read: np.ndarray) -> np.ndarray:
+    """For filters of one segment, whether a block holding any byte a lookup read (`read`,
+    (K, F, Q) byte positions in each table: K slots of Q keys) fails its checksum: all in numpy,
+    each block hashed once in the segment's life."""
+    segment = filters[0].segment
+    if not len(segment.sums):  # written before checksums
+        return np.zeros(len(filters), dtype=bool)
+    firsts = np.array([stored.first_block for stored in filters], dtype=np.int64)
+    counts = np.array([stored.blocks for stored in filters], dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    # the lookup reads (nearly) every block (each position and its third byte): check them all
+    if 2 * read.shape[0] * read.shape[2] >= counts.mean():
+        blocks = np.repeat(firsts - starts, counts) + np.arange(counts.sum())
+        bad: np.ndarray = np.logical_or.reduceat(segment.damaged_blocks(blocks), starts)
+        return bad
+    # a slot spans up to three bytes, which may straddle a block's end
+    lasts = np.array([stored.filter.nbytes - 1 for stored in filters], dtype=np.int64)
+    ends = np.minimum(read + 2, lasts[None, :, None])
+    blocks = firsts[None, :, None] + np.concatenate([read, ends]) // BLOCK
+    return np.asarray(segment.damaged_blocks(blocks.ravel()).reshape(blocks.shape).any(axis=(0, 2)))
 
 
 def block_sums(data: bytes) -> np.ndarray:
