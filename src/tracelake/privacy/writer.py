@@ -8,8 +8,9 @@ each row's ids (computed in the JVM) and the row's partition values, collects th
 filters and writes them to a staging segment. After the job the driver binds each new data file
 to its filters by the task number and partition folder in the file's name (Spark names files
 `part-<task>-<job uuid>…`) and checks the row count in its footer; then it writes one segment for
-the whole write. A file that cannot be bound for certain gets no filter — it stays readable and
-is always scanned.
+the whole write. Where several attempts of a task staged filters (a retry, or a speculative copy:
+both copies may stage, one commits), the one Spark's status store says succeeded is bound. A file
+that cannot be bound for certain gets no filter — it stays readable and is always scanned.
 """
 
 from __future__ import annotations
@@ -107,7 +108,14 @@ def write(
         )
         added = {name: stamp for name, stamp in list_data_files(root).items() if name not in before}
         slots = {_slot_of(name): name for name in added}
-        report = _bind(root, staging, added, columns, lambda task, group: slots.get((task, _values(group))))
+        report = _bind(
+            df.sparkSession,
+            root,
+            staging,
+            added,
+            columns,
+            lambda task, group: slots.get((task, _values(group))),
+        )
     finally:
         _remove_staging(staging)
     DatasetIndex.load(root).compact()
@@ -152,7 +160,9 @@ def build_index(
                 )
                 marked.count()
             by_uri = {str((root / name).as_uri()): name for name in todo}
-            report = _bind(root, staging, todo, columns, lambda _task, uri: by_uri.get(_normal_uri(uri)))
+            report = _bind(
+                spark, root, staging, todo, columns, lambda _task, uri: by_uri.get(_normal_uri(uri))
+            )
         finally:
             _remove_staging(staging)
     DatasetIndex.load(root).compact(force=bool(todo))
@@ -299,6 +309,8 @@ class _TaskFilters:
                     IdentityFilter.build(keys, self.fpp),
                     task=task,
                     attempt=attempt,
+                    stage=context.stageId(),
+                    task_id=context.taskAttemptId(),  # Spark's id of this attempt, unique in the app
                     group=key,
                     columns=self.columns,
                     rows=rows,
@@ -318,20 +330,63 @@ def flat_keys(hashes: Any) -> Any:
     return as_keys(hashes.drop_null().to_numpy(zero_copy_only=False))
 
 
-def _read_staging(staging: Path) -> dict[tuple[int, str], StoredFilter]:
-    """The filter the tasks staged for each (task, group); a retried task's last attempt wins."""
-    found: dict[tuple[int, str], StoredFilter] = {}
+def _read_staging(spark: SparkSession, staging: Path) -> dict[tuple[int, str], StoredFilter]:
+    """The filter each (task, group) staged, from the attempt that committed the task's output.
+
+    A task stages once, unless it ran more than once: a retry after a failure, or a speculative
+    copy beside the original, where both may stage and only one is let commit. Then "the newest
+    attempt" can be the loser; the attempt Spark's status store records as succeeded is the one
+    whose file stayed. A (task, group) whose winner cannot be told is left out: its file is
+    scanned, never skipped.
+    """
+    staged: dict[tuple[int, str], list[StoredFilter]] = {}
     for path in sorted(staging.glob(f"*{SUFFIX}")) if staging.is_dir() else []:
         for stored in read_segment(path).filters:
-            meta = stored.meta
-            slot = (int(meta["task"]), str(meta["group"]))
-            current = found.get(slot)
-            if current is None or int(current.meta["attempt"]) <= int(meta["attempt"]):
-                found[slot] = stored
+            staged.setdefault((int(stored.meta["task"]), str(stored.meta["group"])), []).append(stored)
+    contested = {int(s.meta["stage"]) for attempts in staged.values() if len(attempts) > 1 for s in attempts}
+    succeeded = succeeded_tasks(spark, contested) if contested else set()
+    found: dict[tuple[int, str], StoredFilter] = {}
+    for slot, attempts in staged.items():
+        winners = attempts if len(attempts) == 1 else [s for s in attempts if s.meta["task_id"] in succeeded]
+        if len(winners) == 1:
+            found[slot] = winners[0]
+        else:
+            logger.warning(
+                "task %d staged filters in %d attempts, of which Spark's status store knows %d to have "
+                "succeeded: its file is left without a filter",
+                slot[0],
+                len(attempts),
+                len(winners),
+            )
     return found
 
 
+def succeeded_tasks(spark: SparkSession, stages: set[int]) -> set[int]:
+    """The task attempts (Spark's task ids) that succeeded in any attempt of `stages`, from the
+    status store once the listener bus has delivered every task's end to it. A stage the store no
+    longer holds adds none."""
+    from py4j.protocol import Py4JJavaError
+
+    context, jvm = spark.sparkContext._jsc.sc(), spark.sparkContext._jvm
+    context.listenerBus().waitUntilEmpty()
+    store, api = context.statusStore(), jvm.org.apache.spark.status.api.v1
+    only_succeeded = jvm.java.util.List.of(api.TaskStatus.SUCCESS)
+    succeeded: set[int] = set()
+    for stage in stages:
+        try:
+            last = store.lastStageAttempt(stage).attemptId()
+        except Py4JJavaError:  # evicted (spark.ui.retainedStages)
+            continue
+        for attempt in range(last + 1):
+            tasks = store.taskList(stage, attempt, 0, 2**31 - 1, api.TaskSorting.ID, only_succeeded)
+            succeeded.update(
+                task.taskId() for task in jvm.scala.jdk.javaapi.CollectionConverters.asJava(tasks)
+            )
+    return succeeded
+
+
 def _bind(
+    spark: SparkSession,
     root: Path,
     staging: Path,
     added: dict[str, DataFile],
@@ -350,7 +405,7 @@ def _bind(
     from tracelake.privacy.filters import IdentityFilter
 
     groups: dict[str, list[StoredFilter]] = {}
-    for (task, group), stored in _read_staging(staging).items():
+    for (task, group), stored in _read_staging(spark, staging).items():
         name = file_of(task, group)
         if name is not None:
             groups.setdefault(name, []).append(stored)
