@@ -4,8 +4,8 @@ store the README's own commands build (issue 19): the exit code it documents (a 
 
 The README stays the truth: lines are read from it when the test runs, and a command the test
 does not know how to run fails it. What a line names that cannot exist here is stood in for, each
-stand-in listed in STAND_INS: the lake folder, the discovery session a previous line started, the
-`…` the README writes for "the same arguments", the server's port.
+stand-in made in `stand_ins`: the lake folder (as a path or a file: URI), the discovery session a
+previous line started, the `…` the README writes for "the same arguments", the server's port.
 """
 
 from __future__ import annotations
@@ -108,10 +108,8 @@ def stand_ins(command: str, workspace: dict[str, str], state: dict[str, str]) ->
         args = [*state["taint"], *args[2:]]  # "…": the taint line before it, again
     elif args[:1] == ["taint"]:
         state["taint"] = args
-    args = [
-        workspace["lake"] if arg == "/lake/events" else state.get("session", arg) if arg == "<id>" else arg
-        for arg in args
-    ]
+    lake = {"/lake/events": workspace["lake"], "file:///lake/events": "file://" + workspace["lake"]}
+    args = [lake.get(arg, state.get("session", arg) if arg == "<id>" else arg) for arg in args]
     stdin = workspace["events"] if args[:3] == ["ingest", "openlineage", "-"] else None
     return args, stdin
 

@@ -145,6 +145,7 @@ def test_bad_requests_get_one_clear_line(tmp_path: Path, args: list[str], messag
     [
         ("lake", "email", "identity column 'email' is not in the data"),
         ("/no/such/lake", "user_id", "no dataset at /no/such/lake"),
+        ("s3a://bucket/events", "user_id", "datasets on s3a: are not supported yet"),
     ],
 )
 def test_indexing_what_is_not_there_says_what(lake: Path, where: str, column: str, message: str) -> None:

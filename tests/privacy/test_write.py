@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,7 +33,8 @@ from tests.privacy.conftest import (
     person,
 )
 from tracelake.privacy import DatasetIndex, IdentityError, build_index, hash_ids, write
-from tracelake.privacy.index import ScanPlan, list_data_files
+from tracelake.privacy.index import DatasetLocationError, ScanPlan, list_data_files
+from tracelake.privacy.search import Dataset
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -115,6 +116,47 @@ def test_an_unpartitioned_write_reads_back_with_the_same_rows(
     assert as_set(collected(read_back(spark, tmp_path / "flat"))) == as_set(records)
     assert (report.files, report.indexed, report.unindexed) == (2, 2, [])
     assert all("/" not in path for path in list_data_files(tmp_path / "flat"))
+
+
+def test_a_dataset_named_by_a_file_uri_is_written_indexed_and_planned_as_its_local_folder(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    root = tmp_path / "a lake"  # a space: escaped in a URI, not in the folder's name
+    records = people(range(200))
+    uri = "file://" + quote(str(root))
+    report = write(frame(spark, records, slices=2), uri, identity=IDENTITY)
+
+    assert report.path == root
+    assert (report.files, report.indexed, report.unindexed) == (2, 2, [])
+    assert as_set(collected(read_back(spark, root))) == as_set(records)
+    holders = {path for path, ids in ids_by_file(spark, root).items() if "u3" in ids}
+    for spelled in (uri, f"file:{root}", "file://localhost" + quote(str(root))):
+        plan = DatasetIndex.load(spelled).plan(hash_ids(["u3"]))
+        assert plan.root == root
+        assert holders <= set(plan.candidates)
+        assert Dataset.resolve(spelled, IDENTITY).root == root
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3a://bucket/events",
+        "gs://bucket/events",
+        "abfs://lake@account.dfs.core.windows.net/events",
+        "hdfs://namenode:8020/events",
+        "file://otherhost/events",
+    ],
+)
+def test_a_dataset_on_a_file_system_tracelake_cannot_write_is_refused_before_spark_runs(
+    spark: SparkSession, uri: str
+) -> None:
+    scheme = uri.split(":", 1)[0]
+    with pytest.raises(DatasetLocationError, match=f"^{uri}: .*{scheme if scheme != 'file' else 'local'}"):
+        write(frame(spark, people(range(10))), uri, identity=IDENTITY)
+    with pytest.raises(DatasetLocationError):
+        build_index(spark, uri, identity=IDENTITY)
+    with pytest.raises(DatasetLocationError):
+        Dataset.resolve(uri, IDENTITY)
 
 
 def test_appending_twice_adds_indexed_files_and_keeps_the_first_writes_filters(

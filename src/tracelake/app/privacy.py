@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tracelake.app.service import Tracelake
 from tracelake.privacy.identity import IdentityError
+from tracelake.privacy.index import dataset_root
 from tracelake.privacy.limits import DEFAULT_FPP, MAX_ID_LENGTH, MAX_IDS
 from tracelake.privacy.queue import AuditEvent, PrivacyRequest, RequestQueue
 from tracelake.privacy.runner import RunReport, SubJob, run_requests
@@ -129,8 +130,9 @@ class PrivacyOperations:
 
 def index_dataset(path: Path, identity: Sequence[str], *, fpp: float = DEFAULT_FPP) -> WriteReport:
     """Build identity filters for a Parquet dataset's files that have none (or a stale one)."""
+    root = dataset_root(path)  # one Tracelake cannot reach is refused before Spark starts
     with local_session("tracelake-privacy") as spark, _refusals():
-        return build_index(spark, path, identity=identity, fpp=fpp)
+        return build_index(spark, root, identity=identity, fpp=fpp)
 
 
 def verify_index(
@@ -143,11 +145,12 @@ def verify_index(
 ) -> VerifyReport:
     """Check that each file's filters (or a random `sample` of files') hold every id in it;
     `repair` rebuilds those that do not (with Spark) and indexes the files that have none."""
+    root = dataset_root(path)
     with _refusals():
         if not repair:
-            return verify(path, identity, sample=sample)
+            return verify(root, identity, sample=sample)
         with local_session("tracelake-privacy") as spark:
-            return verify(path, identity, repair_with=spark, fpp=fpp, sample=sample)
+            return verify(root, identity, repair_with=spark, fpp=fpp, sample=sample)
 
 
 @contextmanager

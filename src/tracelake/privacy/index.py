@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from tracelake.model import InputError
 from tracelake.privacy.filters import IdentityFilter, fuse_slots, slot_answers, slot_bytes
 from tracelake.privacy.segments import (
     SUFFIX,
@@ -49,6 +52,35 @@ COMPACT_AFTER = 16
 # hiding its row's other ids: they may lack ids, so they never rule a file out (`legacy`).
 ID_WALK = 2
 _PROBE_CHUNK = 1 << 20  # (filter, id) pairs probed per numpy pass
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")  # two letters at least: not a drive
+
+
+class DatasetLocationError(InputError):
+    """A dataset named on a file system Tracelake cannot read and write itself."""
+
+
+def dataset_root(path: str | Path) -> Path:
+    """A dataset's root as an absolute local path, from a path or a `file:` URI as Spark and
+    Hadoop spell them (`file:/x`, `file:///x`, `file://localhost/x`, escapes decoded).
+
+    Other Hadoop file systems (`s3a:`, `gs:`, `abfs:`, `hdfs:`) are refused: the index is read
+    and written with local file IO, and a delete's swap relies on a local rename being atomic,
+    which object stores do not have (README, "Object stores").
+    """
+    text = str(path)
+    if text.startswith("file:"):
+        parsed = urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise DatasetLocationError(f"{text}: a file: URI names a local path, not one on {parsed.netloc}")
+        return Path(unquote(parsed.path)).absolute()
+    other = _URI_SCHEME.match(text)  # `s3a://b/x`, or `s3a:/b/x` once a Path has folded its slashes
+    if other:
+        scheme = other.group(1)
+        raise DatasetLocationError(
+            f"{text}: datasets on {scheme}: are not supported yet, only local paths and file: URIs "
+            '(see the README, "Object stores")'
+        )
+    return Path(text).absolute()
 
 
 @dataclass(frozen=True)
@@ -117,7 +149,7 @@ class DatasetIndex:
 
     @classmethod
     def load(cls, root: Path | str) -> DatasetIndex:
-        root = Path(root).absolute()
+        root = dataset_root(root)
         index = cls(root)
         if not index.folder.is_dir():
             return index

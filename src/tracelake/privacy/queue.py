@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracelake.model import utcnow
+from tracelake.privacy.index import dataset_root
 from tracelake.privacy.limits import MAX_ID_LENGTH
 from tracelake.privacy.search import PrivacyRequestError
 from tracelake.store import LineageStore
@@ -87,7 +88,7 @@ class RequestQueue:
                 raise PrivacyRequestError(f"user id {number + 1} of the request is not one ({reason})")
         if not requester.strip():
             raise PrivacyRequestError("a request needs a requester")
-        folders = [str(Path(path).absolute()) for path in datasets or ()]
+        folders = [str(dataset_root(path)) for path in datasets or ()]
         missing = [folder for folder in folders if not Path(folder).is_dir()]
         if missing:
             raise PrivacyRequestError(f"dataset {missing[0]} does not exist (or is not a folder)")
@@ -104,7 +105,7 @@ class RequestQueue:
     ) -> PrivacyRequest | None:
         """The pending or running request of `kind` for exactly these ids and datasets, if any."""
         clean = sorted({str(value).strip() for value in ids if str(value).strip()})
-        folders = sorted(str(Path(path).absolute()) for path in datasets or ())
+        folders = sorted(str(dataset_root(path)) for path in datasets or ())
         for request in self.table.open_with(kind, clean):
             if sorted(request.ids) == clean and sorted(request.datasets or ()) == folders:
                 return request

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracelake.privacy.index import dataset_root
 from tracelake.privacy.limits import MAX_IDS
 from tracelake.privacy.queue import PrivacyRequest, RequestQueue
 from tracelake.privacy.requests import Receipt, access, delete
@@ -69,7 +70,7 @@ def plan_sub_jobs(
     jobs = []
     for key, group in by_datasets.items():
         datasets = (
-            [Dataset.resolve(path, identity.get(str(Path(path).absolute()), ())) for path in key]
+            [Dataset.resolve(path, identity.get(str(dataset_root(path)), ())) for path in key]
             if key
             else list(targets)
         )

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from tracelake.model import InputError
 from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError, all_row_ids, check_identity_columns, holds_any
-from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan
+from tracelake.privacy.index import DataFile, DatasetIndex, ScanPlan, dataset_root
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -109,7 +109,7 @@ class Dataset:
 
     @classmethod
     def resolve(cls, path: str | Path, identity: Sequence[str] = ()) -> Dataset:
-        root = Path(path).absolute()
+        root = dataset_root(path)
         if not root.is_dir():
             raise PrivacyRequestError(f"dataset {root} does not exist (or is not a folder)")
         columns = list(identity) or sorted(DatasetIndex.load(root).columns())

@@ -19,6 +19,7 @@ from tracelake.graph.index import GraphIndex
 from tracelake.graph.traverse import TraversalFilters, lineage
 from tracelake.model import Asset, Confidence, Field, LineageBatch, parse_urn
 from tracelake.model.names import field_urn, location_urn
+from tracelake.privacy.index import dataset_root
 from tracelake.store import LineageStore
 
 IDENTITY_LABEL = "identity."
@@ -45,7 +46,7 @@ def declare(
     be there (a mistyped path would be a target no request can search)."""
     if not identity:
         raise ValueError("name at least one identity column")
-    root = Path(path).absolute()
+    root = dataset_root(path)
     if not root.is_dir():
         raise ValueError(f"dataset {root} does not exist (or is not a folder)")
     asset = location_urn(str(root))

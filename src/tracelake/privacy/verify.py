@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.privacy.filters import hash_ids
 from tracelake.privacy.identity import IdentityError
-from tracelake.privacy.index import DatasetIndex, columns_of, is_legacy, list_data_files
+from tracelake.privacy.index import DatasetIndex, columns_of, dataset_root, is_legacy, list_data_files
 from tracelake.privacy.limits import DEFAULT_FPP
 from tracelake.privacy.plain_ids import distinct_ids
 from tracelake.privacy.segments import StoredFilter
@@ -97,7 +97,7 @@ def verify(
     if sample is not None and sample < 1:
         raise ValueError(f"a sample is at least one file, not {sample}")
     started = time.perf_counter()
-    root = Path(path).absolute()
+    root = dataset_root(path)
     files = list_data_files(root)
     index = DatasetIndex.load(root)
     columns = list(identity) or sorted(index.columns())

@@ -35,6 +35,7 @@ from tracelake.privacy.index import (
     DataFile,
     DatasetIndex,
     columns_of,
+    dataset_root,
     list_data_files,
     staging_folder,
 )
@@ -86,7 +87,7 @@ def write(
         raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     columns = check_identity_columns(df.schema, identity)
     partitions = _check_partitions(df, partition_by, columns)
-    root = Path(path).absolute()
+    root = dataset_root(path)
     staging = staging_folder(root, uuid.uuid4().hex)
     before = set(list_data_files(root)) if root.is_dir() else set()
 
@@ -144,7 +145,7 @@ def build_index(
 
     started = time.perf_counter()
     fingerprint_bits(fpp)
-    root = Path(path).absolute()
+    root = dataset_root(path)
     files = list_data_files(root)
     fresh, again = DatasetIndex.load(root).fresh(files, identity), set(rebuild)
     todo = {name: stamp for name, stamp in files.items() if name not in fresh or name in again}
