@@ -50,25 +50,28 @@ def check_identity_columns(schema: StructType, columns: Sequence[str]) -> list[s
 
 def row_ids(schema: StructType, column: str) -> Column:
     """`array<string>` of the ids in `column` of each row, nulls left out (never null itself)."""
-    from pyspark.sql import functions as F
-
-    ids, depth = gather_ids(_column(schema, column), schema[column].dataType, lambda text: text)
-    if depth == 0:
-        ids = F.array(ids)
-    for _ in range(depth - 1):
-        # Spark's `flatten` (like `concat`) is null when any inner array is: drop those first.
-        ids = F.flatten(F.array_compact(ids))
-    return F.coalesce(F.array_compact(ids), F.array().cast("array<string>"))
+    return _flat(gather_ids(_column(schema, column), schema[column].dataType, lambda text: text), "string")
 
 
 def row_hashes(schema: StructType, column: str) -> Column:
-    """Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys), nested as the
-    column's arrays are: a plain column gives a nullable `bigint`, one with arrays (or a map)
-    an array per level, nulls left in. The writer's sink unnests them in Arrow
-    (`writer.flat_keys`), which skips nulls at every level: no per-row flattening here, where
-    every row an indexed write writes pays for it.
+    """`array<bigint>`: Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys),
+    one flat array a row whatever the column's nesting: the writer's sink is sent it for every
+    row written, and a flat list crosses to Python cheaper than nested ones.
     """
-    return gather_ids(_column(schema, column), schema[column].dataType, _hash)[0]
+    return _flat(gather_ids(_column(schema, column), schema[column].dataType, _hash), "bigint")
+
+
+def _flat(found: tuple[Column, int], element: str) -> Column:
+    """What `gather_ids` found, as one `array<element>` a row: nulls left out, never null."""
+    from pyspark.sql import functions as F
+
+    values, depth = found
+    if depth == 0:
+        values = F.array(values)
+    for _ in range(depth - 1):
+        # Spark's `flatten` (like `concat`) is null when any inner array is: drop those first.
+        values = F.flatten(F.array_compact(values))
+    return F.coalesce(F.array_compact(values), F.array().cast(f"array<{element}>"))
 
 
 def _hash(text: Column) -> Column:

@@ -182,8 +182,8 @@ def _mark(
     from pyspark.sql import functions as F
 
     sink = _sink(str(staging), columns, fpp, grouped=group is not None)
-    hashes = [row_hashes(df.schema, column) for column in columns]
-    marked = df.select("*", sink(*([] if group is None else [group]), *hashes).alias(_SINK_COLUMN))
+    hashes = F.concat(*[row_hashes(df.schema, column) for column in columns])  # one list a row
+    marked = df.select("*", sink(*([] if group is None else [group]), hashes).alias(_SINK_COLUMN))
     return marked.where(F.col(_SINK_COLUMN)).drop(_SINK_COLUMN)
 
 
@@ -229,7 +229,7 @@ def _sink(staging: str, columns: Sequence[str], fpp: float, *, grouped: bool) ->
         for arrays in batches:
             if not isinstance(arrays, tuple):  # PySpark passes a lone column bare
                 arrays = (arrays,)
-            collector.add(arrays[0] if grouped else None, arrays[1:] if grouped else arrays)
+            collector.add(arrays[0] if grouped else None, arrays[-1])
             yield pa.array(np.ones(len(arrays[0]), dtype=bool))
         collector.finish()
 
@@ -258,9 +258,9 @@ class _TaskFilters:
         self.held: dict[str, int] = {}
         self.rows: dict[str, int] = {}
 
-    def add(self, group_keys: Any | None, hashes: Sequence[Any]) -> None:
-        """One batch: its group keys (None: all in the one group `[]`), and per column its hashes
-        (a bigint array for a plain column, lists of them nested as the column is otherwise)."""
+    def add(self, group_keys: Any | None, hashes: Any) -> None:
+        """One batch: its group keys (None: all in the one group `[]`), and each row's id hashes
+        over all identity columns (a list of bigints a row)."""
         import pyarrow.compute as pc
 
         if group_keys is None:
@@ -273,10 +273,9 @@ class _TaskFilters:
                 else [(key.as_py(), pc.equal(group_keys, key)) for key in keys]
             )
         for key, mask in groups:
-            rows = len(hashes[0]) if mask is None else int(pc.sum(mask).as_py())
+            rows = len(hashes) if mask is None else int(pc.sum(mask).as_py())
             self.rows[key] = self.rows.get(key, 0) + rows
-            for values in hashes:
-                self._hold(key, flat_keys(values if mask is None else values.filter(mask)))
+            self._hold(key, flat_keys(hashes if mask is None else hashes.filter(mask)))
 
     def _hold(self, slot: str, keys: Any) -> None:
         self.hashes.setdefault(slot, []).append(keys)
@@ -319,9 +318,9 @@ class _TaskFilters:
 
 
 def flat_keys(hashes: Any) -> Any:
-    """The filter keys in a batch of `identity.row_hashes`: a bigint array, or lists of them
-    nested to any depth, unnested level by level. Arrow's `flatten` skips null lists and the
-    nulls are dropped last, so a null at any level hides nothing but itself."""
+    """The filter keys in a batch of hashes (`identity.row_hashes`: a list a row): a bigint
+    array, or lists of them nested to any depth, unnested level by level. Arrow's `flatten` skips
+    null lists and the nulls are dropped last, so a null at any level hides nothing but itself."""
     import pyarrow as pa
 
     from tracelake.privacy.filters import as_keys
