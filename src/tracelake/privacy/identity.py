@@ -55,9 +55,7 @@ def row_ids(schema: StructType, column: str) -> Column:
 
 def row_hashes(schema: StructType, column: str) -> Column:
     """`array<bigint>`: Spark's `xxhash64` of each id of `row_ids` (the identity filters' keys),
-    one flat array a row whatever the column's nesting: the writer's sink is sent it for every
-    row written, and a flat list crosses to Python cheaper than nested ones.
-    """
+    one flat array a row whatever the column's nesting, as the writer's sink takes them."""
     return _flat(gather_ids(_column(schema, column), schema[column].dataType, _hash), "bigint")
 
 
