@@ -50,6 +50,8 @@ logger = logging.getLogger("tracelake.privacy")
 _SINK_COLUMN = "_tracelake_indexed"
 _TASK_IN_NAME = re.compile(r"^part-(\d{5})-")
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# How long the driver waits for task ends to reach Spark's status store before telling attempts apart.
+_STATUS_WAIT_MS = 30_000
 
 
 @dataclass
@@ -368,7 +370,10 @@ def succeeded_tasks(spark: SparkSession, stages: set[int]) -> set[int]:
     from py4j.protocol import Py4JJavaError
 
     context, jvm = spark.sparkContext._jsc.sc(), spark.sparkContext._jvm
-    context.listenerBus().waitUntilEmpty()
+    if not context.listenerBus().waitUntilEmpty(_STATUS_WAIT_MS):
+        logger.warning(
+            "Spark's listener bus did not drain in %d s: attempts may go unbound", _STATUS_WAIT_MS // 1000
+        )
     store, api = context.statusStore(), jvm.org.apache.spark.status.api.v1
     only_succeeded = jvm.java.util.List.of(api.TaskStatus.SUCCESS)
     succeeded: set[int] = set()
