@@ -1,4 +1,4 @@
-"""Speculative execution never binds the wrong attempt's filter to a data file.
+"""Speculative execution (and a retry) never binds the wrong attempt's filter to a data file.
 
 Under `spark.speculation` two attempts of one task can both run the indexed write's sink, and
 both stage a filter; only the attempt Spark lets commit wrote the data file that stays. The
@@ -15,8 +15,10 @@ attempt wins" would bind the loser's filter:
   `sitecustomize` on the executors' Python path, after the real staging), so attempt 0 commits.
 
 The data file of partition 0 must then hold attempt 0's ids, and its filter must answer for
-every one of them. The cluster and the driver are processes of their own: the suite's one
-session is `local[2]`, and a local master cannot speculate.
+every one of them. A retry is the other way two attempts stage: attempt 0 fails after staging,
+attempt 1 commits, and its filter must be the one bound. The cluster and the driver are
+processes of their own: the suite's one session is `local[2]`, and a local master cannot
+speculate.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -87,11 +90,12 @@ DRIVER = textwrap.dedent(
 HOOK = textwrap.dedent(
     """
     # Test fault injection (tests/privacy/test_speculation.py): after the sink stages its filters,
-    # note the attempt, and hold back any speculative copy so it loses the commit.
+    # note the attempt; then hold back any speculative copy so it loses the commit ("hold"), or
+    # fail attempt 0 of partition 0 so it is retried ("fail").
     import time
     from pathlib import Path
 
-    MARKERS, LOSER_SLEEP = {markers!r}, {sleep}
+    MARKERS, LOSER_SLEEP, MODE = {markers!r}, {sleep}, {mode!r}
 
     def _install():
         from pyspark import TaskContext
@@ -103,8 +107,10 @@ HOOK = textwrap.dedent(
             staged(self)
             context = TaskContext.get()
             Path(MARKERS, f"p{{context.partitionId()}}-a{{context.attemptNumber()}}").touch()
-            if context.attemptNumber() > 0:
+            if MODE == "hold" and context.attemptNumber() > 0:
                 time.sleep(LOSER_SLEEP)
+            if MODE == "fail" and context.attemptNumber() == 0 and context.partitionId() == 0:
+                raise RuntimeError("injected: attempt 0 fails after staging its filters")
 
         writer._TaskFilters.finish = finish
 
@@ -129,14 +135,15 @@ def _spark_env() -> dict[str, str]:
     return {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable}
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A standalone master and two one-core workers, one per loopback address; its master URL."""
     import pyspark
 
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         pytest.fail("no Java: the speculation test starts a Spark cluster")
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    tmp_path = tmp_path_factory.mktemp("cluster")
     port = _free_port()
     master = f"spark://127.0.0.1:{port}"
     logs = tmp_path / "cluster-logs"
@@ -192,34 +199,52 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     pytest.fail("the Spark master did not listen within 60 s")
 
 
-def test_a_speculative_copy_that_staged_last_but_lost_the_commit_never_gets_its_filter_bound(
-    cluster: str, tmp_path: Path
-) -> None:
+def written(cluster: str, tmp_path: Path, mode: str, slow: int) -> tuple[dict[str, Any], set[str], Path]:
+    """Runs the driver on the cluster with the sink's fault `mode`: its report, the attempts that
+    staged filters (`p<partition>-a<attempt>`) and the dataset's root."""
     root, hooks, markers = tmp_path / "lake", tmp_path / "hooks", tmp_path / "markers"
     hooks.mkdir()
     markers.mkdir()
-    (hooks / "sitecustomize.py").write_text(HOOK.format(markers=str(markers), sleep=LOSER_SLEEP))
+    (hooks / "sitecustomize.py").write_text(HOOK.format(markers=str(markers), sleep=LOSER_SLEEP, mode=mode))
     (tmp_path / "driver.py").write_text(DRIVER)
     done = subprocess.run(
         [sys.executable, str(tmp_path / "driver.py"), cluster, str(root), sys.executable, str(hooks),
-         str(SLOW_START)],
+         str(slow)],
         capture_output=True, text=True, env=_spark_env(), cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
+    return report, {path.name for path in markers.iterdir()}, root
 
-    staged = sorted(path.name for path in markers.iterdir())
-    assert {"p0-a0", "p0-a1"} <= set(staged), f"no speculative copy staged a filter (staged: {staged})"
-    assert report == {"files": 2, "indexed": 2, "unindexed": []}
 
+def check_every_file_is_bound_to_its_own_ids(root: Path, committed: str) -> None:
+    """Each data file's filter answers for every id in it; partition 0's file is `committed`'s."""
     files = list_data_files(root)
     fresh = DatasetIndex.load(root).fresh(files)
     for relative in files:
         ids = pq.read_table(root / relative, columns=["user_id"])["user_id"].to_pylist()
         assert len(ids) == 1000
         if "u0-a0" in ids or "u0-a1" in ids:  # partition 0's file: the attempt that committed wrote it
-            assert "u0-a0" in ids, "attempt 0 was held back so that it commits"
+            assert f"u0-{committed}" in ids, f"attempt {committed} was meant to commit partition 0"
         (stored,) = fresh[relative]
         answers = stored.filter.might_contain(hash_ids(ids))
         missed = [value for value, hit in zip(ids, answers, strict=True) if not hit]
         assert not missed, f"{relative}'s filter misses {len(missed)} of its ids, e.g. {missed[:3]}"
+
+
+def test_a_speculative_copy_that_staged_last_but_lost_the_commit_never_gets_its_filter_bound(
+    cluster: str, tmp_path: Path
+) -> None:
+    report, staged, root = written(cluster, tmp_path, "hold", SLOW_START)
+
+    assert {"p0-a0", "p0-a1"} <= staged, f"no speculative copy staged a filter (staged: {sorted(staged)})"
+    assert report == {"files": 2, "indexed": 2, "unindexed": []}
+    check_every_file_is_bound_to_its_own_ids(root, committed="a0")
+
+
+def test_a_retried_task_gets_the_filter_of_the_attempt_that_succeeded(cluster: str, tmp_path: Path) -> None:
+    report, staged, root = written(cluster, tmp_path, "fail", 0)
+
+    assert {"p0-a0", "p0-a1"} <= staged, f"attempt 0 did not stage before failing (staged: {sorted(staged)})"
+    assert report == {"files": 2, "indexed": 2, "unindexed": []}
+    check_every_file_is_bound_to_its_own_ids(root, committed="a1")
