@@ -13,12 +13,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.net import free_port
 
 
 class PostgresUnavailable(RuntimeError):
@@ -31,12 +32,6 @@ def _find_binary(name: str) -> str | None:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
     return candidates[0] if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -54,7 +49,7 @@ def throwaway_cluster() -> Iterator[str]:
             raise PostgresUnavailable("running as root and there is no 'postgres' user") from exc
         os.chown(workdir, user.pw_uid, user.pw_gid)
         run_as = ["runuser", "-u", "postgres", "--"]
-    data, port = workdir / "data", _free_port()
+    data, port = workdir / "data", free_port()
 
     def run(*args: str) -> None:
         result = subprocess.run([*run_as, *args], capture_output=True, text=True, check=False)

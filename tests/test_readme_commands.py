@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import requests
 from typer.testing import CliRunner
 
 from tests.api.test_api import run_event
+from tests.net import free_port
 from tracelake.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,12 +61,6 @@ def readme_commands() -> list[tuple[int, str, str]]:
         if command.startswith("tracelake "):
             found.append((number, command.strip(), comment))
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

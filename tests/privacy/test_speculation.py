@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.net import free_port
 from tracelake.privacy import DatasetIndex, hash_ids
 from tracelake.privacy.index import list_data_files
 
@@ -122,13 +123,6 @@ HOOK = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _spark_env() -> dict[str, str]:
     import pyspark
 
@@ -144,7 +138,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail("no Java: the speculation test starts a Spark cluster")
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
     tmp_path = tmp_path_factory.mktemp("cluster")
-    port = _free_port()
+    port = free_port()
     master = f"spark://127.0.0.1:{port}"
     logs = tmp_path / "cluster-logs"
     logs.mkdir()
