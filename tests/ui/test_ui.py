@@ -269,6 +269,40 @@ def test_the_asset_kind_filter_keeps_the_walk_to_the_kinds_ticked(page: Page, ur
     expect(box(page, model)).to_be_visible()
 
 
+def test_why_lists_what_changed_upstream_in_the_window_before_the_as_of_day(page: Page, url: str) -> None:
+    """On 2024-03-12 recent_reports began joining user_profile (the query log): the day before
+    that date's end holds the job's new version and its new input, and nothing else."""
+    open_asset(page, url, TRAINING)
+    page.get_by_test_id("filter-as-of").fill("2024-03-12")
+    expect(box(page, PROFILE)).to_be_visible()
+    idle(page)
+    page.get_by_test_id("why-window").select_option("1")
+    page.get_by_test_id("why-button").click()
+    causes = page.get_by_test_id("why-cause")
+    expect(causes).to_have_count(2)
+    assert [cause.get_attribute("data-kind") for cause in causes.all()] == ["process_changed", "input_added"]
+    assert {cause.get_attribute("data-subject") for cause in causes.all()} == {
+        "sql.job/safety.training_build"
+    }
+    expect(causes.nth(1)).to_contain_text(f"{TRAINING} now reads {PROFILE}")
+    expect(page.get_by_test_id("why-summary")).to_have_text(re.compile(r"^2 changes over "))
+
+    # the day before: the job ran as it always had (the window chosen stays chosen)
+    page.get_by_test_id("filter-as-of").fill("2024-03-11")
+    idle(page)
+    expect(page.get_by_test_id("why-window")).to_have_value("1")
+    page.get_by_test_id("why-button").click()
+    expect(page.get_by_test_id("why-summary")).to_have_text(re.compile(r"^0 changes over "))
+    expect(causes).to_have_count(0)
+
+    # a stop of a route is a link to that node
+    page.get_by_test_id("filter-as-of").fill("2024-03-12")
+    idle(page)
+    page.get_by_test_id("why-button").click()
+    causes.nth(1).locator(f'[data-goto="{PROFILE}"]').click()
+    expect(page.get_by_test_id("details-urn")).to_have_text(PROFILE)
+
+
 def test_columns_column_lineage_transformation_filter_and_screenshot(
     page: Page, url: str, tmp_path: Path
 ) -> None:

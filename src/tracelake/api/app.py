@@ -18,7 +18,15 @@ import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from tracelake.api import marquez, routes, routes_operations, routes_review, routes_subscriptions, ui
+from tracelake.api import (
+    marquez,
+    routes,
+    routes_answers,
+    routes_operations,
+    routes_review,
+    routes_subscriptions,
+    ui,
+)
 from tracelake.api.auth import Tokens
 from tracelake.api.deps import RequestError
 from tracelake.api.encoding import RequestBodies
@@ -85,6 +93,7 @@ def create_app(service: Tracelake, settings: ApiSettings | None = None) -> FastA
     app.include_router(marquez.router)
     app.include_router(marquez_read_router)
     app.include_router(routes.router)
+    app.include_router(routes_answers.router)
     app.include_router(routes_review.router)
     app.include_router(routes_subscriptions.router)
     app.include_router(routes_operations.router)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from tracelake.cli import entities, labels, lineage, privacy, serve
+from tracelake.cli import answers, entities, labels, lineage, privacy, serve
 
 app = typer.Typer(
     name="tracelake",
@@ -19,6 +19,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 lineage.register(app)
+answers.register(app)
 app.add_typer(privacy.privacy_app, name="privacy")
 entities.register(app)
 labels.register(app)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tracelake.model import InputError
+from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -126,8 +127,9 @@ def open_service(db: str | None) -> Tracelake:
     )
 
 
-def parse_time(text: str | None, option: str) -> datetime | None:
-    """ISO dates and times; a bare date means the end of that day (UTC): "as it was on 2024-03-11"."""
+def parse_time(text: str | None, option: str, *, day_starts: bool = False) -> datetime | None:
+    """ISO dates and times; a bare date means the end of that day (UTC): "as it was on 2024-03-11",
+    or with `day_starts` its start: "since 2024-03-11"."""
     if text is None:
         return None
     try:
@@ -137,5 +139,10 @@ def parse_time(text: str | None, option: str) -> datetime | None:
             f"{option} {text!r} is not an ISO date or time (e.g. 2024-03-11 or 2024-03-11T06:00Z)"
         ) from None
     if len(text) == 10:  # a date alone
-        moment = datetime.combine(moment.date(), time.max)
+        moment = datetime.combine(moment.date(), time.min if day_starts else time.max)
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def short(urn: str) -> str:
+    """Hive tables, the common case, without their `hive.table/` prefix; other URNs in full."""
+    return urn.removeprefix(f"{DEFAULT_SYSTEM}.table/")

@@ -26,9 +26,9 @@ from tracelake.cli.common import (
     parse_time,
     print_line,
     progress_bar,
+    short,
 )
 from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Signal
-from tracelake.model.names import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -353,11 +353,6 @@ def problems(
 
 
 # ---------------------------------------------------------------------- output
-
-
-def short(urn: str) -> str:
-    """Hive tables, the common case, without their `hive.table/` prefix; other URNs in full."""
-    return urn.removeprefix(f"{DEFAULT_SYSTEM}.table/")
 
 
 def edge_table(edges: list[EdgeVersion], *, title: str, with_process: bool = False) -> Table:

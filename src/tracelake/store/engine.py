@@ -81,6 +81,8 @@ def _prepare(engine: sa.Engine) -> None:
     with engine.connect() as conn:
         _lock_schema(conn)
         s.metadata.create_all(conn)  # checks each table first: a turn before ours made them
+        for index in _missing_indexes(conn):  # of tables an older Tracelake made without them
+            index.create(conn)
         # the graph's change log starts now: an index of an older version cannot catch up from it
         driver_execute(conn, _LOG_SINCE)
         if _backfill_due(conn):
@@ -96,9 +98,21 @@ def _prepare(engine: sa.Engine) -> None:
 
 
 def _setup_due(conn: sa.Connection) -> bool:
-    """Whether the store lacks a table, or observations to backfill."""
+    """Whether the store lacks a table or an index, or observations to backfill."""
     missing = set(s.metadata.tables) - set(sa.inspect(conn).get_table_names())
-    return bool(missing) or _backfill_due(conn)
+    return bool(missing) or bool(_missing_indexes(conn)) or _backfill_due(conn)
+
+
+def _missing_indexes(conn: sa.Connection) -> list[sa.Index]:
+    """The schema's indexes the database does not have (one catalog query)."""
+    if conn.dialect.name == "postgresql":
+        names = sa.text("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+    else:
+        names = sa.text("SELECT name FROM sqlite_master WHERE type = 'index'")
+    present = set(conn.execute(names).scalars())
+    return [
+        index for table in s.metadata.sorted_tables for index in table.indexes if index.name not in present
+    ]
 
 
 def _backfill_due(conn: sa.Connection) -> bool:

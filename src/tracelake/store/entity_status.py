@@ -147,6 +147,20 @@ class EntityTables:
         with self.store.engine.connect() as conn:
             return [_status(row) for row in conn.execute(query)]
 
+    def tainted_between(self, since: datetime, until: datetime) -> list[InstanceStatus]:
+        """Every time an instance was marked invalid within [since, until], oldest first."""
+        history = s.entity_instance_history
+        query = (
+            sa.select(history)
+            .where(
+                history.c.valid.is_(False),
+                history.c.changed_at.between(s.to_micros(since), s.to_micros(until)),
+            )
+            .order_by(history.c.changed_at, history.c.entity, history.c.start_s)
+        )
+        with self.store.engine.connect() as conn:
+            return [_status(row) for row in conn.execute(query)]
+
     # -- Airflow clears
 
     def record_clear(self, **values: Any) -> None:

@@ -52,6 +52,7 @@ process_versions = sa.Table(
     sa.Column("first_seen", sa.BigInteger, nullable=False),
     sa.Column("last_seen", sa.BigInteger, nullable=False),
 )
+sa.Index("ix_process_versions_from", process_versions.c.valid_from)  # versions begun in a window
 
 # Every instant a process was observed at, with the content hash of what it did then: the
 # versions are derived from these (store/history.py), so late observations land right.
@@ -106,6 +107,7 @@ runs = sa.Table(
     sa.Column("ended_at", sa.BigInteger),
     sa.Column("status", sa.String(32)),
 )
+sa.Index("ix_runs_process", runs.c.process_id, runs.c.started_at)  # a process's runs in a window
 
 # Every accepted OpenLineage event as it was received, for Marquez's read API: the events
 # listing, and run, job and dataset facets (which the graph does not keep). A dataset or job

@@ -56,6 +56,8 @@ const state = {
   zoom: 1,
   busy: 0,
   detailLimit: 50,
+  why: null, // {key, days, answer | error | loading}: GET /why for the selected node
+  whyDays: "7", // the window last asked for, in days
 };
 
 // ------------------------------------------------------------------ small helpers
@@ -935,6 +937,77 @@ function renderDetails() {
   const when = day ? ` on ${day}` : "";
   renderFlows(panel, `Inputs${when}`, details.inputs || [], "source", "details-inputs");
   renderFlows(panel, `Outputs${when}`, details.outputs || [], "target", "details-outputs");
+  if (node.kind !== "process") renderWhy(panel, urn);
+}
+
+// What changed upstream of the selected node, in the window that ends at the "as of" day (or now).
+const WHY_WINDOWS = [["1", "the day before"], ["7", "7 days before"], ["30", "30 days before"], ["365", "a year before"]];
+const whyKey = (urn) => `${urn}|${asOfParam() || ""}`;
+
+function renderWhy(panel, urn) {
+  html("h3", {}, panel, "What changed upstream");
+  const form = html("div", { class: "why-form" }, panel);
+  const select = html("select", { "data-testid": "why-window", "aria-label": "window" }, form);
+  const current = state.why && state.why.key === whyKey(urn) ? state.why : null;
+  for (const [days, label] of WHY_WINDOWS) {
+    const option = html("option", { value: days }, select, label);
+    if ((current ? current.days : state.whyDays) === days) option.selected = true;
+  }
+  const day = $("#as-of").value;
+  html("span", { class: "muted" }, form, day ? ` ${day}` : " now");
+  html("button", { type: "button", "data-why": urn, "data-testid": "why-button" }, form, "Find causes");
+  if (!current) return;
+  const box = html("div", { "data-testid": "why-panel" }, panel);
+  if (current.loading) {
+    html("div", { class: "muted" }, box, "walking upstream…");
+    return;
+  }
+  if (current.error) {
+    html("div", { class: "bad" }, box, current.error);
+    return;
+  }
+  const answer = current.answer;
+  html("div", { class: "muted", "data-testid": "why-summary" }, box,
+    `${answer.found} change${answer.found === 1 ? "" : "s"} over ${answer.upstream_nodes} upstream nodes`);
+  const list = html("ol", { class: "causes" }, box);
+  for (const cause of answer.causes) {
+    const item = html("li", { "data-testid": "why-cause", "data-kind": cause.kind, "data-subject": cause.subject }, list);
+    const head = html("div", { class: "flow-head" }, item);
+    html("span", { class: "chip" }, head, cause.kind.replace(/_/g, " "));
+    html("span", { class: "tag", title: "severity × 0.8 per hop" }, head, cause.score.toFixed(2));
+    html("div", { class: "process", title: cause.subject }, item,
+      `${shortName(cause.subject)} · ${cause.at.slice(0, 16).replace("T", " ")} · ${cause.distance} hop${cause.distance === 1 ? "" : "s"}`);
+    html("div", {}, item, cause.detail);
+    if (cause.route.length) {
+      const route = html("div", { class: "route" }, item);
+      const stops = [cause.route[0].source, ...cause.route.map((hop) => hop.target)];
+      stops.forEach((stop, i) => {
+        if (i) html("span", { class: "muted" }, route, " → ");
+        html("button", { type: "button", class: "urn-link", "data-goto": stop, title: stop }, route, shortName(stop));
+      });
+    }
+  }
+}
+
+async function loadWhy(urn) {
+  const days = $('[data-testid="why-window"]').value;
+  state.whyDays = days;
+  const key = whyKey(urn);
+  const until = asOfParam() ? new Date(asOfParam()) : new Date();
+  const since = new Date(until.getTime() - Number(days) * 86400000);
+  state.why = { key, days, loading: true };
+  renderDetails();
+  const params = { node: urn, since: since.toISOString(), until: until.toISOString(), limit: 20 };
+  let why;
+  try {
+    why = { key, days, answer: await fetchJSON("why", params) };
+  } catch (error) {
+    why = { key, days, error: String(error.message || error) };
+  }
+  if (state.why && state.why.key === key) {
+    state.why = why;
+    if (state.selected === urn) renderDetails();
+  }
 }
 
 function renderColumnLineage(panel, urn) {
@@ -1222,9 +1295,10 @@ function init() {
   $("#zoom-fit").addEventListener("click", fit);
 
   const panels = (event) => {
-    const target = event.target.closest("[data-goto], [data-focus], [data-columns], [data-more-details]");
+    const target = event.target.closest("[data-goto], [data-focus], [data-columns], [data-more-details], [data-why]");
     if (!target) return;
-    if (target.dataset.goto) goto(target.dataset.goto);
+    if (target.dataset.why) loadWhy(target.dataset.why);
+    else if (target.dataset.goto) goto(target.dataset.goto);
     else if (target.dataset.focus) focus(target.dataset.focus);
     else if (target.dataset.columns) {
       setColumns(target.dataset.columns, !state.openColumns.has(target.dataset.columns)).then(renderDetails);

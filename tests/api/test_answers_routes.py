@@ -1,0 +1,104 @@
+"""`GET /api/tracelake/v1/why` through a real uvicorn server, over the dating example's query log
+and runs sent by the OpenLineage Python client as a producer sends them to Marquez.
+
+From the log (examples/dating/query_log.jsonl): ads.user_segments reads dating.user_profile,
+which the profile_etl.load job writes from dating.user_profile_raw; nothing upstream of
+ads.user_segments changed on 2024-03-12. The test adds, that day, an Airflow job that starts
+writing user_profile_raw from crm.users and fails: two hops up from ads.user_segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tracelake.api.app import create_app
+from tracelake.api.server import serve_in_thread
+from tracelake.app.service import Tracelake
+from tracelake.store import LineageStore
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dating"
+WHY = "/api/tracelake/v1/why"
+SEGMENTS, RAW = "hive.table/ads.user_segments", "hive.table/dating.user_profile_raw"
+JOB = "openlineage.job/airflow/crm_profiles"
+RUN_ID = "0190c6c1-2b3a-7000-8000-0000000000aa"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    service = Tracelake(LineageStore(str(tmp_path / "lineage.db")))
+    service.ingest_sql(EXAMPLE / "query_log.jsonl", schema_file=EXAMPLE / "schema.yaml")
+    with serve_in_thread(create_app(service)) as base:
+        yield base
+    service.close()
+
+
+def send_failed_run(url: str) -> None:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=url, endpoint="api/v1/lineage")))
+    for state, time in (
+        (RunState.START, "2024-03-12T09:00:00+00:00"),
+        (RunState.FAIL, "2024-03-12T09:20:00+00:00"),
+    ):
+        client.emit(
+            RunEvent(
+                eventType=state,
+                eventTime=time,
+                run=Run(runId=RUN_ID),
+                job=Job(namespace="airflow", name="crm_profiles"),
+                producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
+                inputs=[InputDataset(namespace="hive", name="crm.users")],
+                outputs=[OutputDataset(namespace="hive", name="dating.user_profile_raw")],
+            )
+        )
+
+
+def why(url: str, **params: str) -> requests.Response:
+    return requests.get(url + WHY, params={"node": "ads.user_segments", **params}, timeout=30)
+
+
+def test_a_failed_run_two_hops_up_is_the_first_cause(url: str) -> None:
+    window = {"since": "2024-03-12T00:00:00Z", "until": "2024-03-13T00:00:00Z"}
+    before = why(url, **window)
+    assert before.status_code == 200, before.text
+    assert before.json()["causes"] == []  # the log's 2024-03-12 jobs ran as on the days before
+
+    send_failed_run(url)
+    answer = why(url, **window).json()
+    assert answer["asset"] == SEGMENTS
+    found = [(c["kind"], c["subject"], c["distance"], c["score"]) for c in answer["causes"]]
+    # SEVERITY × 0.8², by hand: a failed run 1.0, a new input 0.7, a new process 0.5
+    assert found == [
+        ("run_failed", JOB, 2, 0.64),
+        ("input_added", JOB, 2, 0.448),
+        ("process_new", JOB, 2, 0.32),
+    ]
+    failed = answer["causes"][0]
+    assert failed["run_id"] == RUN_ID and failed["detail"] == "FAIL"
+    assert failed["at"] == "2024-03-12T09:20:00+00:00"
+    assert [hop["target"] for hop in failed["route"]] == ["hive.table/dating.user_profile", SEGMENTS]
+    assert answer["causes"][1]["route"][0] == {
+        "source": "hive.table/crm.users",
+        "target": RAW,
+        "process": JOB,
+    }
+
+
+def test_limit_keeps_the_first_causes_and_counts_them_all(url: str) -> None:
+    send_failed_run(url)
+    answer = why(url, since="2024-03-12T00:00:00Z", until="2024-03-13T00:00:00Z", limit="1").json()
+    assert answer["found"] == 3 and [c["kind"] for c in answer["causes"]] == ["run_failed"]
+
+
+def test_bad_questions_are_4xx_with_one_message(url: str) -> None:
+    unknown = why(url, node="no_such.table")
+    assert unknown.status_code == 404
+    empty = why(url, since="2024-03-13T00:00:00Z", until="2024-03-12T00:00:00Z")
+    assert empty.status_code == 400 and "window is empty" in empty.json()["error"]
+    assert why(url, depth="-1").status_code == 422
