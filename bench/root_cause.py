@@ -11,7 +11,8 @@ tables an ALTER. Built once into `--store` and reused (a `.bench.json` beside it
 Ours: `tracelake.app.root_cause.why(service, start, since, until)` for the window 2024-06-24 to
 2024-07-01, the index already built (a server's steady state: `why` then reads the store only
 for the window's facts), median and p95 of `--repeats` calls a start. Starts: tables of the top
-layers (rpt, ml, srv, whose upstream spans most of the lake) and of the middle (dws).
+layers (rpt, ml, srv), of the middle (dws), and those with the widest upstream (of every 10th
+table, the walks over the window that reach the most nodes).
 Baseline: what one writes without Tracelake, sqlite3 on the same file: a recursive CTE upstream
 over the table edges in force in the window, then the failed runs, version starts and ALTERs of
 what it reached. It ranks nothing and finds no slow run, input change or route; where both
@@ -38,6 +39,7 @@ from machine import print_header, python_machine
 from store import OBSERVED, traversal_lake
 from tracelake.app.root_cause import why
 from tracelake.app.service import Tracelake
+from tracelake.graph.upstream_window import upstream_window
 from tracelake.model import AssetChange, Lifecycle, LineageBatch, Run, Signal
 from tracelake.store import LineageStore
 from tracelake.store.schema import to_micros
@@ -185,9 +187,16 @@ def timed_ms(call: object, repeats: int) -> list[float]:
 
 
 def pick_starts(service: Tracelake, count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` tables of each group: the widest upstream (of every 10th table, those whose walk
+    over the window reaches the most nodes), the top layers and the middle."""
     index = service.index()
     tables = [urn for urn in index.urns if urn.startswith("hive.table/") and "#" not in urn]
-    found = []
+    since, until = to_micros(SINCE), to_micros(UNTIL)
+    widths = sorted(
+        (len(upstream_window(index, index.positions[urn], since, until).distance), urn)
+        for urn in tables[::10]
+    )
+    found = [("widest", urn) for _, urn in widths[-count:][::-1]]
     for label, layers in (("top", TOP), ("middle", MIDDLE)):
         candidates = [urn for urn in tables if urn.removeprefix("hive.table/").partition(".")[0] in layers]
         found += [(label, urn) for urn in rng.sample(candidates, min(count, len(candidates)))]

@@ -21,7 +21,7 @@ from typing import Any
 from tracelake.app.service import Tracelake
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.upstream_window import UpstreamWindow, upstream_window
-from tracelake.model import InputError, UnknownNodeError, utcnow
+from tracelake.model import AssetChange, InputError, Lifecycle, UnknownNodeError, utcnow
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.timeline import runs_in_window, version_starts
 from tracelake.temporal.instances import EntityStore
@@ -160,6 +160,7 @@ class _Findings:
         self.service, self.index, self.walk = service, index, walk
         self.since, self.until = since, until
         self.causes: list[Cause] = []
+        self.hops: dict[int, Hop] = {}
         # an asset's nearest node in the walk (itself, or the nearest of its columns)
         self.nearest: dict[int, int] = {}
         for node, hops in walk.distance.items():
@@ -181,90 +182,79 @@ class _Findings:
         return tuple(self.hop(edge) for edge in self.walk.route(node))
 
     def hop(self, edge: int) -> Hop:
-        index, urns = self.index, self.index.urns
-        return Hop(
-            urns[int(index.edge_source[edge])],
-            urns[int(index.edge_target[edge])],
-            urns[int(index.edge_process[edge])],
-        )
+        known = self.hops.get(edge)
+        if known is None:  # routes of nearby causes share their hops, and each is three URN reads
+            index, urns = self.index, self.index.urns
+            known = self.hops[edge] = Hop(
+                urns[int(index.edge_source[edge])],
+                urns[int(index.edge_target[edge])],
+                urns[int(index.edge_process[edge])],
+            )
+        return known
 
     def _processes(self) -> None:
         writes = self.walk.writes
         if not writes:
             return
-        ids = {int(self.index.node_ids[process]): process for process in writes}
+        position = {int(self.index.node_ids[process]): process for process in writes}
         store = self.service.store
-        for version in version_starts(store, ids, self.since, self.until):
-            node = writes[self.index.positions[version.process]]
+        for version in version_starts(store, position, self.since, self.until):
+            node = writes[position[version.process_id]]
             if version.previous_hash is None:
                 detail = f"first seen, {version.edge_count} edges"
                 self.add("process_new", node, version.process, version.at, detail)
             elif version.previous_hash != version.content_hash:
                 detail = f"its flows changed: {version.previous_edge_count} → {version.edge_count} edges"
                 self.add("process_changed", node, version.process, version.at, detail)
-        found = runs_in_window(store, ids, self.since, self.until)
-        completed_after: dict[str, datetime] = {}
-        for run in found.runs:  # latest first
-            if run.status == "COMPLETE" and run.moment is not None:
-                completed_after.setdefault(run.process, run.moment)
-        for run in found.runs:
-            node = writes[self.index.positions[run.process]]
-            at = run.moment or self.since
-            if run.status in _FAILED:
-                recovered = completed_after.get(run.process)
-                if recovered is not None and recovered > at:
-                    detail = f"{run.status}; a later run completed at {recovered.isoformat()}"
-                    self.add("run_failed_then_recovered", node, run.process, at, detail, run_id=run.run_id)
-                else:
-                    self.add("run_failed", node, run.process, at, run.status, run_id=run.run_id)
-            elif run.status == "COMPLETE" and run.started_at and run.ended_at:
-                usual = found.usual_seconds.get(run.process)
-                took = (run.ended_at - run.started_at).total_seconds()
-                if (
-                    usual is not None
-                    and found.earlier_runs[run.process] >= MIN_EARLIER_RUNS
-                    and took >= SLOW_FACTOR * usual
-                    and took - usual >= SLOW_MARGIN.total_seconds()
-                ):
-                    detail = f"took {_duration(took)}, usually {_duration(usual)}"
-                    self.add("run_slow", node, run.process, at, detail, run_id=run.run_id)
+        found = runs_in_window(store, position, self.since, self.until)
+        for process_id, runs in found.runs.items():
+            node = writes[position[process_id]]
+            completed = [run.moment for run in runs if run.status == "COMPLETE" and run.moment is not None]
+            usual = found.usual_seconds.get(process_id)
+            for run in runs:
+                at = run.moment or self.since
+                if run.status in _FAILED:
+                    recovered = max(completed, default=None)
+                    if recovered is not None and recovered > at:
+                        detail = f"{run.status}; a later run completed at {recovered.isoformat()}"
+                        self.add(
+                            "run_failed_then_recovered", node, run.process, at, detail, run_id=run.run_id
+                        )
+                    else:
+                        self.add("run_failed", node, run.process, at, run.status, run_id=run.run_id)
+                elif run.status == "COMPLETE" and run.started_at and run.ended_at and usual is not None:
+                    took = (run.ended_at - run.started_at).total_seconds()
+                    if (
+                        found.earlier_runs[process_id] >= MIN_EARLIER_RUNS
+                        and took >= SLOW_FACTOR * usual
+                        and took - usual >= SLOW_MARGIN.total_seconds()
+                    ):
+                        detail = f"took {_duration(took)}, usually {_duration(usual)}"
+                        self.add("run_slow", node, run.process, at, detail, run_id=run.run_id)
 
     def _lifecycle(self) -> None:
-        urns = self.index.urns
-        walked = {urns[asset]: node for asset, node in self.nearest.items()}
+        ids = [int(self.index.node_ids[asset]) for asset in self.nearest]
         changes = [
-            c for c in self.service.store.changes(since=self.since, until=self.until) if c.asset in walked
+            change
+            for change in self.service.store.changes(since=self.since, until=self.until, asset_ids=ids)
+            if change.at > self.since and str(change.change) in _LIFECYCLE_KIND
         ]
+        altered = {
+            int(self.index.node_ids[self.index.positions[c.asset]])
+            for c in changes
+            if c.change == Lifecycle.ALTER
+        }
+        # each ALTER is told against the columns the asset's change before it recorded
+        history = self.service.store.changes(until=self.until, asset_ids=altered) if altered else []
         for change in changes:
-            kind = _LIFECYCLE_KIND.get(str(change.change))
-            if kind is None or change.at <= self.since:
-                continue
+            kind = _LIFECYCLE_KIND[str(change.change)]
             detail = str(change.change)
             if kind == "schema_changed":
-                detail = self._schema_detail(change.asset, change.at, change.columns)
+                detail = _schema_detail(change, history)
             elif kind == "renamed" and change.previous:
                 detail = f"renamed from {change.previous}"
-            self.add(kind, walked[change.asset], change.asset, change.at, detail, run_id=change.run_id)
-
-    def _schema_detail(
-        self, asset: str, at: datetime, columns: tuple[tuple[str, str | None], ...] | None
-    ) -> str:
-        """What an ALTER changed, against the columns the asset's change before it recorded."""
-        before = None
-        for earlier in self.service.store.changes(asset, until=at):
-            if earlier.at < at and earlier.columns is not None and earlier.asset == asset:
-                before = dict(earlier.columns)
-        if columns is None or before is None:
-            return "ALTER"
-        after = dict(columns)
-        parts = [f"+{name}" for name in after if name not in before]
-        parts += [f"-{name}" for name in before if name not in after]
-        parts += [
-            f"{name}: {before[name]} → {after[name]}"
-            for name in after
-            if name in before and before[name] != after[name]
-        ]
-        return "ALTER: " + (", ".join(parts) if parts else "same columns")
+            node = self.nearest[self.index.positions[change.asset]]
+            self.add(kind, node, change.asset, change.at, detail, run_id=change.run_id)
 
     def _inputs(self) -> None:
         urns = self.index.urns
@@ -280,7 +270,6 @@ class _Findings:
         tainted = EntityStore(self.service.store).tables.tainted_between(self.since, self.until)
         if not tainted:
             return
-        walked = {self.index.urns[asset]: node for asset, node in self.nearest.items()}
         assets: dict[str, str] = {}
         for name, entity in EntityStore(self.service.store).definitions().items():
             if entity.asset is None:
@@ -291,15 +280,34 @@ class _Findings:
                 continue  # an entity whose asset lineage has not seen cannot be upstream
         for status in tainted:
             asset = assets.get(status.entity)
-            if asset not in walked:
+            node = self.nearest.get(self.index.positions[asset]) if asset is not None else None
+            if asset is None or node is None:
                 continue
             start, end = from_micros(status.start * 1_000_000), from_micros(status.end * 1_000_000)
             detail = f"{status.entity} [{start.isoformat()}, {end.isoformat()}) by {status.actor}"
             if status.reason:
                 detail += f": {status.reason}"
-            self.add(
-                "instance_tainted", walked[asset], asset, status.changed_at, detail, run_id=status.run_id
-            )
+            self.add("instance_tainted", node, asset, status.changed_at, detail, run_id=status.run_id)
+
+
+def _schema_detail(change: AssetChange, history: list[AssetChange]) -> str:
+    """What an ALTER changed: its columns against those of the asset's last change before it
+    that recorded some (`history` is oldest first)."""
+    before = None
+    for earlier in history:
+        if earlier.asset == change.asset and earlier.at < change.at and earlier.columns is not None:
+            before = dict(earlier.columns)
+    if change.columns is None or before is None:
+        return "ALTER"
+    after = dict(change.columns)
+    parts = [f"+{name}" for name in after if name not in before]
+    parts += [f"-{name}" for name in before if name not in after]
+    parts += [
+        f"{name}: {before[name]} → {after[name]}"
+        for name in after
+        if name in before and before[name] != after[name]
+    ]
+    return "ALTER: " + (", ".join(parts) if parts else "same columns")
 
 
 def _duration(seconds: float) -> str:

@@ -52,7 +52,6 @@ process_versions = sa.Table(
     sa.Column("first_seen", sa.BigInteger, nullable=False),
     sa.Column("last_seen", sa.BigInteger, nullable=False),
 )
-sa.Index("ix_process_versions_from", process_versions.c.valid_from)  # versions begun in a window
 
 # Every instant a process was observed at, with the content hash of what it did then: the
 # versions are derived from these (store/history.py), so late observations land right.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +29,7 @@ from tracelake.model import (
 from tracelake.store import owed, snapshots
 from tracelake.store import reads as asset_reads
 from tracelake.store import schema as s
-from tracelake.store.engine import chunks, driver_execute, open_engine, until_won
+from tracelake.store.engine import CHUNK, chunks, driver_execute, open_engine, until_won
 from tracelake.store.ingest import within_columns, write_batches
 from tracelake.store.location import as_url, default_url
 from tracelake.store.reads import ReadCounts
@@ -98,10 +98,23 @@ class LineageStore:
             raise
 
     def changes(
-        self, asset: str | None = None, *, since: datetime | None = None, until: datetime | None = None
+        self,
+        asset: str | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        asset_ids: Collection[int] | None = None,
     ) -> list[AssetChange]:
         """Lifecycle changes, oldest first: of one asset (and of the names it was renamed from,
-        as a RENAME of it names them) or of all, within [since, until]."""
+        as a RENAME of it names them), of the assets with these store ids, or of all, within
+        [since, until]."""
+        if asset_ids is not None and len(asset_ids) > CHUNK:
+            found = [
+                change
+                for part in chunks(sorted(asset_ids))
+                for change in self.changes(asset, since=since, until=until, asset_ids=part)
+            ]
+            return sorted(found, key=lambda c: (c.at, c.asset, str(c.change)))
         a, n = s.asset_changes, s.nodes
         owner, process, previous = n.alias("owner"), n.alias("process"), n.alias("previous")
         query = (
@@ -113,6 +126,8 @@ class LineageStore:
         )
         if asset is not None:
             query = query.where(sa.or_(owner.c.urn == asset, previous.c.urn == asset))
+        if asset_ids is not None:
+            query = query.where(a.c.asset_id.in_(sa.bindparam("asset_ids", list(asset_ids), expanding=True)))
         if since is not None:
             query = query.where(a.c.at >= to_micros(since))
         if until is not None:

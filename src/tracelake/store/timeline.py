@@ -1,9 +1,9 @@
 """What happened to processes within a time window: the versions that began and the runs that
 ran in it, and how long each process's runs took before it.
 
-Root cause (`app.root_cause`) asks these of the processes upstream of an asset. Versions are read
-through the index on their start, the window's alone; runs through the index on (process, start),
-the asked processes' alone: the cost follows the window and the walk, not the store.
+Root cause (`app.root_cause`) asks these of the processes upstream of an asset, by store id; each
+is read through an index that starts with the process (versions' key, `ix_runs_process`) over the
+window alone: the cost follows the walk and the window, not the store's size or age.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ from tracelake.store.events import RunRecord
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.sqlstore import LineageStore
 
+# A list of ids bound at execution: SQLAlchemy then renders the values, not one coerced literal each.
+_IDS: sa.BindParameter[list[int]] = sa.bindparam("ids", expanding=True)
+
 
 @dataclass(frozen=True, slots=True)
 class VersionStart:
     """A version of a process that began in the window, and the one it replaced (None: the
     process was new then)."""
 
+    process_id: int
     process: str
     at: datetime
     content_hash: str
@@ -40,36 +44,35 @@ def version_starts(
 ) -> list[VersionStart]:
     """Versions of the processes (store ids) that began in (since, until], oldest first."""
     v = s.process_versions
-    begun = (
-        sa.select(v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.edge_count)
-        .where(v.c.valid_from > to_micros(since), v.c.valid_from <= to_micros(until))
-        .order_by(v.c.valid_from)
-    )
-    wanted = set(process_ids)
+    columns = (v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.edge_count)
+    lo, hi = to_micros(since), to_micros(until)
+    begun: list[tuple[int, int, str, int]] = []
+    every: dict[int, list[tuple[int, int, str, int]]] = {}
+    urns: dict[int, str] = {}
     with store.engine.connect() as conn:
-        rows = [row for row in conn.execute(begun) if row.process_id in wanted]
-        ids = sorted({row.process_id for row in rows})
-        every: dict[int, list[tuple[int, str, int]]] = {}
-        urns: dict[int, str] = {}
-        for chunk in chunks(ids):
-            query = sa.select(v.c.process_id, v.c.valid_from, v.c.content_hash, v.c.edge_count).where(
-                v.c.process_id.in_(chunk)
+        for chunk in chunks(sorted(process_ids)):
+            in_window = sa.select(*columns).where(
+                v.c.process_id.in_(_IDS), v.c.valid_from > lo, v.c.valid_from <= hi
             )
-            for pid, start, content, count in conn.execute(query):
-                every.setdefault(pid, []).append((start, content, count))
+            begun += [(row[0], row[1], row[2], row[3]) for row in conn.execute(in_window, {"ids": chunk})]
+        # and every version before them of the processes that have one (to say what each replaced)
+        for chunk in chunks(sorted({process for process, *_ in begun})):
+            known = sa.select(*columns).where(v.c.process_id.in_(_IDS), v.c.valid_from <= hi)
+            for row in conn.execute(known, {"ids": chunk}):
+                every.setdefault(row[0], []).append((row[0], row[1], row[2], row[3]))
             urns.update(_urns(conn, chunk))
     found = []
-    for row in rows:
-        earlier = [version for version in every[row.process_id] if version[0] < row.valid_from]
-        previous = max(earlier) if earlier else None
+    for process, start, content_hash, edge_count in sorted(begun, key=lambda row: (row[1], row[0])):
+        previous = max((v for v in every[process] if v[1] < start), key=lambda v: v[1], default=None)
         found.append(
             VersionStart(
-                process=urns[row.process_id],
-                at=from_micros(row.valid_from),
-                content_hash=row.content_hash,
-                edge_count=row.edge_count,
-                previous_hash=previous[1] if previous else None,
-                previous_edge_count=previous[2] if previous else None,
+                process_id=process,
+                process=urns[process],
+                at=from_micros(start),
+                content_hash=content_hash,
+                edge_count=edge_count,
+                previous_hash=previous[2] if previous else None,
+                previous_edge_count=previous[3] if previous else None,
             )
         )
     return found
@@ -77,19 +80,20 @@ def version_starts(
 
 @dataclass(frozen=True, slots=True)
 class RunsInWindow:
-    """The runs of some processes that started or ended in a window, and each process's usual
-    run length before it: the median of its completed runs of the same length of time before."""
+    """The runs of some processes (by store id) that started or ended in a window, latest first,
+    and each process's usual run length before it: the median of its completed runs of the same
+    length of time before the window."""
 
-    runs: list[RunRecord]
-    usual_seconds: dict[str, float]  # process → median duration of its earlier completed runs
-    earlier_runs: dict[str, int]  # process → how many runs that median is of
+    runs: dict[int, list[RunRecord]]
+    usual_seconds: dict[int, float]
+    earlier_runs: dict[int, int]  # how many runs that median is of
 
 
 def runs_in_window(
     store: LineageStore, process_ids: Collection[int], since: datetime, until: datetime
 ) -> RunsInWindow:
-    """Runs of the processes (store ids) that started or ended in [since, until], latest first,
-    and as baseline their completed runs that started in [since - (until - since), since).
+    """Runs of the processes (store ids) that started or ended in [since, until], and as baseline
+    their completed runs that started in [since - (until - since), since).
 
     One range of `ix_runs_process` a process: its runs that started from the baseline's start
     to the window's end (a run that started before the baseline and ended in the window is not
@@ -104,13 +108,13 @@ def runs_in_window(
     with store.engine.connect() as conn:
         for chunk in chunks(sorted(process_ids)):
             query = sa.select(*columns).where(
-                r.c.process_id.in_(chunk),
+                r.c.process_id.in_(_IDS),
                 sa.or_(
                     r.c.started_at.between(before, hi),
                     sa.and_(r.c.started_at.is_(None), r.c.ended_at.between(lo, hi)),
                 ),
             )
-            for row in conn.execute(query):
+            for row in conn.execute(query, {"ids": chunk}):
                 started, ended = row.started_at, row.ended_at
                 if (started is not None and started >= lo) or (ended is not None and lo <= ended <= hi):
                     rows.append(row)
@@ -118,25 +122,28 @@ def runs_in_window(
                     durations.setdefault(row.process_id, []).append((ended - started) / 1e6)
         for chunk in chunks(sorted({row.process_id for row in rows})):
             urns.update(_urns(conn, chunk))
-    runs = [
-        RunRecord(
-            run_id=row.run_id,
-            process=urns[row.process_id],
-            job_id=row.job_id,
-            started_at=from_micros(row.started_at) if row.started_at is not None else None,
-            ended_at=from_micros(row.ended_at) if row.ended_at is not None else None,
-            status=row.status,
+    runs: dict[int, list[RunRecord]] = {}
+    for row in rows:
+        runs.setdefault(row.process_id, []).append(
+            RunRecord(
+                run_id=row.run_id,
+                process=urns[row.process_id],
+                job_id=row.job_id,
+                started_at=from_micros(row.started_at) if row.started_at is not None else None,
+                ended_at=from_micros(row.ended_at) if row.ended_at is not None else None,
+                status=row.status,
+            )
         )
-        for row in rows
-    ]
-    runs.sort(key=lambda run: (run.moment or since, run.run_id), reverse=True)
+    for held in runs.values():
+        held.sort(key=lambda run: (run.moment or since, run.run_id), reverse=True)
     return RunsInWindow(
         runs,
-        {urns[pid]: statistics.median(values) for pid, values in durations.items() if pid in urns},
-        {urns[pid]: len(values) for pid, values in durations.items() if pid in urns},
+        {pid: statistics.median(values) for pid, values in durations.items()},
+        {pid: len(values) for pid, values in durations.items()},
     )
 
 
 def _urns(conn: sa.Connection, ids: Sequence[int]) -> dict[int, str]:
     n = s.nodes
-    return {row.id: row.urn for row in conn.execute(sa.select(n.c.id, n.c.urn).where(n.c.id.in_(ids)))}
+    query = sa.select(n.c.id, n.c.urn).where(n.c.id.in_(_IDS))
+    return {row.id: row.urn for row in conn.execute(query, {"ids": ids})}
