@@ -9,10 +9,11 @@ upstream of safety_training_tbl, both of that job, which writes it (0 hops); the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.test_cli import ingest_example, run
+from tests.test_cli import EXAMPLE, ingest_example, run
 
 TRAINING, PROFILE = "hive.table/dating.safety_training_tbl", "hive.table/dating.user_profile"
 JOB = "sql.job/safety.training_build"
@@ -76,3 +77,56 @@ def test_mistakes_are_one_line_and_exit_2(db: str, args: list[str], message: str
 def test_an_unknown_table_is_a_user_error(db: str) -> None:
     code, _, err = run("why", "dating.no_such_table", "--db", db)
     assert code == 2 and "no_such_table" in err
+
+
+# ---------------------------------------------------------------- critical path and deadlines
+# The log's jobs on 2024-03-12 (start times only: a SQL log says when a statement ran, so a run is
+# ready when it starts): raw.profile_events 00:00 writes profile_update_log, profile_etl.load
+# 01:00 reads it into user_profile, ads.segments 08:00 reads user_profile; safety.log_ingest
+# 02:00 reads user_profile into safety_log_tbl, safety.training_build 03:00 reads that.
+
+
+def test_critical_path_of_the_ads_segments_on_a_day(db: str) -> None:
+    code, out, err = run(
+        "critical-path", "ads.user_segments", "--date", "2024-03-12", "--format", "json", "--db", db
+    )
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["ready_at"] == "2024-03-12T08:00:00+00:00"
+    assert [
+        (s["asset"], s["process"], s["ready_at"][11:16], s["waited_seconds"]) for s in answer["steps"]
+    ] == [
+        ("hive.table/dating.profile_update_log", "sql.job/raw.profile_events", "00:00", None),
+        ("hive.table/dating.user_profile", "sql.job/profile_etl.load", "01:00", 3600),
+        ("hive.table/ads.user_segments", "sql.job/ads.segments", "08:00", 7 * 3600),
+    ]
+    code, out, _ = run("critical-path", "dating.safety_training_tbl", "--date", "2024-03-12", "--db", db)
+    assert code == 0 and "ready at 2024-03-12T03:00:00+00:00, after 4 runs" in out
+    code, out, _ = run("critical-path", "ads.user_segments", "--date", "2024-03-20", "--db", db)
+    assert code == 0 and out.startswith("no run that writes ads.user_segments completed on 2024-03-20")
+
+
+def test_deadlines_of_the_example_over_three_days(db: str) -> None:
+    code, out, err = run("deadlines", "load", str(EXAMPLE / "deadlines.yml"), "--db", db)
+    assert code == 0 and out.strip() == "stored 2 deadlines", err
+    code, out, err = run(
+        "deadlines", "check", "--from", "2024-03-10", "--to", "2024-03-12", "--format", "json", "--db", db
+    )
+    assert code == 1, err  # a deadline was missed
+    found = {(c["date"], c["asset"]): (c["status"], c["margin_seconds"]) for c in json.loads(out)["checks"]}
+    for day in ("2024-03-10", "2024-03-11", "2024-03-12"):
+        assert found[(day, "hive.table/ads.user_segments")] == ("missed", -1800)  # ready 08:00 for 07:30
+        assert found[(day, TRAINING)] == ("met", 3600)  # ready 03:00 UTC for 05:00 Paris (04:00 UTC)
+    code, out, _ = run("deadlines", "check", "--date", "2024-03-12", "--db", db)
+    assert code == 1 and "6 checked" not in out and "2 checked: 1 met, 0 at risk, 1 missed" in out
+
+
+def test_a_deadline_file_with_a_mistake_is_refused_whole(db: str, tmp_path: Path) -> None:
+    bad = tmp_path / "deadlines.yml"
+    bad.write_text("deadlines:\n  - asset: ads.user_segments\n    by: 'soon'\n")
+    code, _, err = run("deadlines", "load", str(bad), "--db", db)
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {bad}:line 2: `by:` must be a time of day as HH:MM, not 'soon'",
+        "error: nothing stored: 1 problem(s)",
+    ]

@@ -17,6 +17,7 @@ import requests
 
 from tracelake.api.app import create_app
 from tracelake.api.server import serve_in_thread
+from tracelake.app.deadlines import DeadlineOperations
 from tracelake.app.service import Tracelake
 from tracelake.store import LineageStore
 
@@ -28,12 +29,17 @@ RUN_ID = "0190c6c1-2b3a-7000-8000-0000000000aa"
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> Iterator[str]:
+def service(tmp_path: Path) -> Iterator[Tracelake]:
     service = Tracelake(LineageStore(str(tmp_path / "lineage.db")))
     service.ingest_sql(EXAMPLE / "query_log.jsonl", schema_file=EXAMPLE / "schema.yaml")
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def url(service: Tracelake) -> Iterator[str]:
     with serve_in_thread(create_app(service)) as base:
         yield base
-    service.close()
 
 
 def send_failed_run(url: str) -> None:
@@ -102,3 +108,46 @@ def test_bad_questions_are_4xx_with_one_message(url: str) -> None:
     empty = why(url, since="2024-03-13T00:00:00Z", until="2024-03-12T00:00:00Z")
     assert empty.status_code == 400 and "window is empty" in empty.json()["error"]
     assert why(url, depth="-1").status_code == 422
+
+
+# ---------------------------------------------------------------- critical path and deadlines
+
+
+def test_the_critical_path_over_http(url: str) -> None:
+    """The log's jobs on 2024-03-12 (tests/test_cli_answers.py works them out)."""
+    response = requests.get(
+        url + "/api/tracelake/v1/critical-path",
+        params={"node": "ads.user_segments", "date": "2024-03-12"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    steps = response.json()["steps"]
+    assert [s["process"] for s in steps] == [
+        "sql.job/raw.profile_events",
+        "sql.job/profile_etl.load",
+        "sql.job/ads.segments",
+    ]
+    bad_zone = requests.get(
+        url + "/api/tracelake/v1/critical-path",
+        params={"node": "ads.user_segments", "date": "2024-03-12", "timezone": "Mars/Olympus"},
+        timeout=30,
+    )
+    assert bad_zone.status_code == 400 and "unknown time zone" in bad_zone.json()["error"]
+
+
+def test_deadlines_over_http(url: str, service: Tracelake) -> None:
+    path = url + "/api/tracelake/v1/deadlines"
+    none_yet = requests.get(path, params={"from": "2024-03-12"}, timeout=30)
+    assert none_yet.status_code == 400 and "no deadlines in the store" in none_yet.json()["error"]
+    DeadlineOperations(service).load([EXAMPLE / "deadlines.yml"])
+    checks = requests.get(path, params={"from": "2024-03-11", "to": "2024-03-12"}, timeout=30).json()[
+        "checks"
+    ]
+    assert [(c["date"], c["asset"], c["status"]) for c in checks] == [
+        ("2024-03-11", SEGMENTS, "missed"),
+        ("2024-03-11", "hive.table/dating.safety_training_tbl", "met"),
+        ("2024-03-12", SEGMENTS, "missed"),
+        ("2024-03-12", "hive.table/dating.safety_training_tbl", "met"),
+    ]
+    backwards = requests.get(path, params={"from": "2024-03-12", "to": "2024-03-11"}, timeout=30)
+    assert backwards.status_code == 400

@@ -210,7 +210,7 @@ class _Findings:
         for process_id, runs in found.runs.items():
             node = writes[position[process_id]]
             completed = [run.moment for run in runs if run.status == "COMPLETE" and run.moment is not None]
-            usual = found.usual_seconds.get(process_id)
+            usual = found.usual_seconds(process_id)
             for run in runs:
                 at = run.moment or self.since
                 if run.status in _FAILED:
@@ -225,7 +225,7 @@ class _Findings:
                 elif run.status == "COMPLETE" and run.started_at and run.ended_at and usual is not None:
                     took = (run.ended_at - run.started_at).total_seconds()
                     if (
-                        found.earlier_runs[process_id] >= MIN_EARLIER_RUNS
+                        len(found.earlier[process_id]) >= MIN_EARLIER_RUNS
                         and took >= SLOW_FACTOR * usual
                         and took - usual >= SLOW_MARGIN.total_seconds()
                     ):

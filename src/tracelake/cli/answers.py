@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import date, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tracelake.cli.common import (
     DbOption,
+    ExitCode,
     OutputFormat,
     UserError,
     friendly_errors,
@@ -16,11 +19,17 @@ from tracelake.cli.common import (
     open_service,
     out,
     parse_time,
+    print_error,
     short,
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tracelake.app.critical_path import PathStep
     from tracelake.app.root_cause import Cause
+
+deadlines_app = typer.Typer(help="By when tables must be ready each day.", no_args_is_help=True)
 
 
 @friendly_errors
@@ -83,5 +92,138 @@ def _route(cause: Cause) -> str:
     return " → ".join([short(cause.route[0].source), *(short(hop.target) for hop in cause.route)])
 
 
+def parse_day(text: str | None, option: str) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"{option} {text!r} is not an ISO date (e.g. 2024-03-11)") from None
+
+
+@friendly_errors
+def critical_path(
+    node: Annotated[str, typer.Argument(help="The table")],
+    day: Annotated[str, typer.Option("--date", help="The day it became ready (ISO date)")],
+    timezone: Annotated[str, typer.Option(help="The day's time zone")] = "UTC",
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """The chain of upstream runs that decided when a table became ready on a day: each run
+    waited for the one before it; beside each, its usual length and how late it was."""
+    from tracelake.app.critical_path import critical_path as find_path
+
+    if output not in (OutputFormat.table, OutputFormat.json):
+        raise UserError("--format must be table or json")
+    on = parse_day(day, "--date")
+    assert on is not None
+    view = find_path(open_service(db), node, on, timezone)
+    if output is OutputFormat.json:
+        print(json.dumps(view.to_json(), indent=2))
+        return
+    if view.ready_at is None:
+        out.print(f"no run that writes {short(view.asset)} completed on {on} ({timezone})", highlight=False)
+        return
+    out.print(_steps_table(view.steps, f"critical path of {short(view.asset)} on {on} ({timezone})"))
+    out.print(f"ready at {view.ready_at.isoformat()}, after {len(view.steps)} runs", highlight=False)
+
+
+def _steps_table(steps: list[PathStep], title: str) -> Table:
+    table = new_table(title=title)
+    for column in ("wrote", "process", "started", "ready", "waited", "took (usual)", "late", "added"):
+        table.add_column(column, overflow="fold")
+    for step in steps:
+        table.add_row(
+            short(step.asset),
+            short(step.process),
+            f"{step.started_at:%Y-%m-%d %H:%M}" if step.started_at else "",
+            f"{step.ready_at:%Y-%m-%d %H:%M}",
+            _minutes(step.waited_seconds),
+            f"{_minutes(step.took_seconds)} ({_minutes(step.usual_seconds)})" if step.took_seconds else "",
+            _minutes(step.late_seconds, signed=True),
+            _minutes(step.added_seconds, signed=True),
+        )
+    return table
+
+
+def _minutes(seconds: float | None, *, signed: bool = False) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 60:+.0f} min" if signed else f"{seconds / 60:.0f} min"
+
+
+@deadlines_app.command("load")
+@friendly_errors
+def load_deadlines(
+    paths: Annotated[list[Path], typer.Argument(help="YAML files or folders of them")],
+    db: DbOption = None,
+) -> None:
+    """Check deadline files and store their deadlines; nothing is stored if any has a problem."""
+    from tracelake.app.deadlines import DeadlineError, DeadlineOperations
+
+    try:
+        stored = DeadlineOperations(open_service(db)).load(paths)
+    except DeadlineError as error:
+        for problem in error.problems:
+            print_error(str(problem))
+        print_error(f"nothing stored: {len(error.problems)} problem(s)")
+        raise typer.Exit(ExitCode.NO) from None
+    out.print(f"stored {len(stored)} deadlines", highlight=False)
+
+
+@deadlines_app.command("check")
+@friendly_errors
+def check_deadlines(
+    day: Annotated[str | None, typer.Option("--date", help="One day [default: today, UTC]")] = None,
+    first: Annotated[str | None, typer.Option("--from", help="First day of a range")] = None,
+    last: Annotated[str | None, typer.Option("--to", help="Last day of a range")] = None,
+    margin: Annotated[int, typer.Option(help="Minutes to spare below which a deadline is at risk")] = 30,
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """Each deadline on each day: met, at risk, missed or pending, and the upstream runs that put
+    it at risk. Exit 1 when one was missed."""
+    from tracelake.app.deadlines import DeadlineOperations
+    from tracelake.model import utcnow
+
+    if output not in (OutputFormat.table, OutputFormat.json):
+        raise UserError("--format must be table or json")
+    if day is not None and (first is not None or last is not None):
+        raise UserError("give --date, or --from and --to, not both")
+    if margin < 0:
+        raise UserError("--margin must be 0 or more")
+    start = parse_day(day or first, "--date" if day else "--from") or utcnow().date()
+    end = parse_day(last, "--to") or (start if first is None else utcnow().date())
+    checks = DeadlineOperations(open_service(db)).check(start, end, margin=timedelta(minutes=margin))
+    if output is OutputFormat.json:
+        print(json.dumps({"checks": [check.to_json() for check in checks]}, indent=2))
+    else:
+        table = new_table(title=f"deadlines, {start} to {end}" if end != start else f"deadlines on {start}")
+        for column in ("date", "table", "due", "ready", "status", "to spare", "put at risk by"):
+            table.add_column(column, overflow="fold")
+        for check in checks:
+            table.add_row(
+                check.day.isoformat(),
+                short(check.asset or check.deadline.asset),
+                f"{check.due:%H:%M} {check.deadline.timezone}",
+                f"{check.ready_at.astimezone(check.due.tzinfo):%H:%M}" if check.ready_at else "",
+                check.status.replace("_", " "),
+                _minutes(check.margin_seconds, signed=True),
+                ", ".join(
+                    f"{short(s.process)} ({_minutes(s.added_seconds, signed=True)})" for s in check.culprits
+                ),
+            )
+        out.print(table)
+        counts = ", ".join(
+            f"{sum(c.status == status for c in checks)} {status.replace('_', ' ')}"
+            for status in ("met", "at_risk", "missed", "pending", "unknown_asset")
+        )
+        out.print(f"{len(checks)} checked: {counts}", highlight=False)
+    if any(check.status == "missed" for check in checks):
+        raise typer.Exit(ExitCode.NO)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(why)
+    app.command("critical-path")(critical_path)
+    app.add_typer(deadlines_app, name="deadlines")

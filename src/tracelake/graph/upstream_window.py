@@ -131,3 +131,12 @@ def _input_changes(index: GraphIndex, reached: np.ndarray, since_us: int, until_
             )
         )
     return changes
+
+
+def flows_into(index: GraphIndex, node: int, since_us: int, until_us: int) -> list[tuple[int, int]]:
+    """(source, process) of every flow into `node` in force at some moment of [since, until]."""
+    slots, _ = gather_slots(index.upstream, np.array([node], dtype=np.int64))
+    edges = index.upstream.edges[slots]
+    edges = edges[(index.edge_valid_from[edges] <= until_us) & (index.edge_valid_to[edges] > since_us)]
+    pairs = zip(index.edge_source[edges].tolist(), index.edge_process[edges].tolist(), strict=True)
+    return list(dict.fromkeys(pairs))

@@ -264,6 +264,16 @@ entity_definitions = sa.Table(
 )
 
 
+# By when a table must be ready each day (`temporal.deadlines`), keyed by the asset as declared.
+deadlines = sa.Table(
+    "deadlines",
+    metadata,
+    sa.Column("asset", sa.String(2000), primary_key=True),
+    sa.Column("definition", sa.JSON, nullable=False),
+    sa.Column("loaded_at", sa.BigInteger, nullable=False),
+)
+
+
 def _instance_columns() -> list[sa.Column[Any]]:
     return [
         sa.Column("entity", sa.String(200), nullable=False),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -81,28 +81,36 @@ def version_starts(
 @dataclass(frozen=True, slots=True)
 class RunsInWindow:
     """The runs of some processes (by store id) that started or ended in a window, latest first,
-    and each process's usual run length before it: the median of its completed runs of the same
-    length of time before the window."""
+    and the completed runs of each before it, (start, end) in epoch µs: what is usual for it."""
 
     runs: dict[int, list[RunRecord]]
-    usual_seconds: dict[int, float]
-    earlier_runs: dict[int, int]  # how many runs that median is of
+    earlier: dict[int, list[tuple[int, int]]]
+
+    def usual_seconds(self, process_id: int) -> float | None:
+        """The median length of the process's earlier completed runs (None: it had none)."""
+        held = self.earlier.get(process_id)
+        return statistics.median((end - start) / 1e6 for start, end in held) if held else None
 
 
 def runs_in_window(
-    store: LineageStore, process_ids: Collection[int], since: datetime, until: datetime
+    store: LineageStore,
+    process_ids: Collection[int],
+    since: datetime,
+    until: datetime,
+    *,
+    lookback: timedelta | None = None,
 ) -> RunsInWindow:
-    """Runs of the processes (store ids) that started or ended in [since, until], and as baseline
-    their completed runs that started in [since - (until - since), since).
+    """Runs of the processes (store ids) that started or ended in [since, until], and their
+    completed runs that started in the `lookback` before it (default: as long as the window).
 
-    One range of `ix_runs_process` a process: its runs that started from the baseline's start
-    to the window's end (a run that started before the baseline and ended in the window is not
+    One range of `ix_runs_process` a process: its runs that started from the lookback's start
+    to the window's end (a run that started before the lookback and ended in the window is not
     seen), and those that only said when they ended."""
     r = s.runs
     lo, hi = to_micros(since), to_micros(until)
-    before = lo - (hi - lo)
+    before = lo - (lookback // timedelta(microseconds=1) if lookback is not None else hi - lo)
     columns = (r.c.run_id, r.c.process_id, r.c.job_id, r.c.started_at, r.c.ended_at, r.c.status)
-    durations: dict[int, list[float]] = {}
+    earlier: dict[int, list[tuple[int, int]]] = {}
     urns: dict[int, str] = {}
     rows = []
     with store.engine.connect() as conn:
@@ -119,7 +127,7 @@ def runs_in_window(
                 if (started is not None and started >= lo) or (ended is not None and lo <= ended <= hi):
                     rows.append(row)
                 elif ended is not None and started is not None and row.status == "COMPLETE":
-                    durations.setdefault(row.process_id, []).append((ended - started) / 1e6)
+                    earlier.setdefault(row.process_id, []).append((started, ended))
         for chunk in chunks(sorted({row.process_id for row in rows})):
             urns.update(_urns(conn, chunk))
     runs: dict[int, list[RunRecord]] = {}
@@ -136,11 +144,7 @@ def runs_in_window(
         )
     for held in runs.values():
         held.sort(key=lambda run: (run.moment or since, run.run_id), reverse=True)
-    return RunsInWindow(
-        runs,
-        {pid: statistics.median(values) for pid, values in durations.items()},
-        {pid: len(values) for pid, values in durations.items()},
-    )
+    return RunsInWindow(runs, earlier)
 
 
 def _urns(conn: sa.Connection, ids: Sequence[int]) -> dict[int, str]:

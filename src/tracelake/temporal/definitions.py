@@ -56,7 +56,7 @@ class DefinitionError(ValueError):
 # ---------------------------------------------------------------------- reading YAML
 
 
-class _Located(dict[Any, Any]):
+class Located(dict[Any, Any]):
     """A YAML mapping (keys as YAML gives them: text, or a number) that remembers the line of
     itself and of each of its keys."""
 
@@ -68,8 +68,8 @@ class _LineLoader(yaml.SafeLoader):
     pass
 
 
-def _construct_located(loader: _LineLoader, node: yaml.MappingNode) -> _Located:
-    mapping = _Located(loader.construct_mapping(node, deep=True))
+def _construct_located(loader: _LineLoader, node: yaml.MappingNode) -> Located:
+    mapping = Located(loader.construct_mapping(node, deep=True))
     mapping.line = node.start_mark.line + 1
     mapping.key_lines = {str(key.value): key.start_mark.line + 1 for key, _ in node.value}
     return mapping
@@ -104,40 +104,48 @@ def load_definitions(paths: Iterable[Path], known: Mapping[str, Entity] | None =
     return found
 
 
-def _read_file(file: Path, found: Definitions) -> None:
+def yaml_items(file: Path, key: str, problems: list[Problem]) -> list[Located]:
+    """The mappings of a YAML file that is a list of them, or a mapping with `key:` holding one;
+    what is not is a problem (file, line, what), and no item."""
     source = str(file)
     try:
         document = yaml.load(read_text(file), Loader=_LineLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}" if mark else ""
-        found.problems.append(Problem(source, f"not valid YAML: {error.problem}", where))
-        return
+        problems.append(Problem(source, f"not valid YAML: {error.problem}", where))
+        return []
     except TextFileError as error:
-        found.problems.append(Problem(source, error.reason))
-        return
+        problems.append(Problem(source, error.reason))
+        return []
     except OSError as error:
-        found.problems.append(Problem(source, f"cannot read the file: {error.strerror or error}"))
-        return
+        problems.append(Problem(source, f"cannot read the file: {error.strerror or error}"))
+        return []
     except RecursionError:  # PyYAML recurses once a level of nesting
-        found.problems.append(Problem(source, "not valid YAML: it nests too deep"))
-        return
+        problems.append(Problem(source, "not valid YAML: it nests too deep"))
+        return []
     except ValueError as error:  # a scalar YAML reads as a date or a tagged value that is not one
-        found.problems.append(Problem(source, f"not valid YAML: {error}"))
-        return
-    if isinstance(document, dict) and "entities" in document:
-        document = document["entities"]
+        problems.append(Problem(source, f"not valid YAML: {error}"))
+        return []
+    if isinstance(document, dict) and key in document:
+        document = document[key]
     if document is None:
-        return
+        return []
     if not isinstance(document, list):
-        found.problems.append(
-            Problem(source, "expected a list of entities (or `entities:` with one)", "line 1")
-        )
-        return
+        problems.append(Problem(source, f"expected a list of {key} (or `{key}:` with one)", "line 1"))
+        return []
+    items = []
     for item in document:
-        if not isinstance(item, _Located):
-            found.problems.append(Problem(source, f"an entity must be a mapping, not {item!r}"))
-            continue
+        if isinstance(item, Located):
+            items.append(item)
+        else:
+            problems.append(Problem(source, f"each of the {key} must be a mapping, not {item!r}"))
+    return items
+
+
+def _read_file(file: Path, found: Definitions) -> None:
+    source = str(file)
+    for item in yaml_items(file, "entities", found.problems):
         entity = _parse_entity(item, source, found.problems)
         if entity is None:
             continue
@@ -168,7 +176,7 @@ def entity_from_dict(data: Mapping[str, Any]) -> Entity:
 def _located(value: Any) -> Any:
     """Plain data as the YAML reader builds it (mappings that know their lines; here, none)."""
     if isinstance(value, Mapping):
-        located = _Located({key: _located(item) for key, item in value.items()})
+        located = Located({key: _located(item) for key, item in value.items()})
         located.key_lines = {}
         return located
     if isinstance(value, list):
@@ -191,7 +199,7 @@ class _Invalid(Exception):
         super().__init__(reason)
 
 
-def _parse_entity(item: _Located, source: str, problems: list[Problem]) -> Entity | None:
+def _parse_entity(item: Located, source: str, problems: list[Problem]) -> Entity | None:
     def line_of(key: str) -> int:
         return item.key_lines.get(key, item.line)
 
@@ -269,7 +277,7 @@ def _choice(enum: type[StrEnum], value: Any, line: int, what: str) -> Any:
         raise _Invalid(line, f"{what} {value!r} is not one of {choices}") from None
 
 
-def _parse_states(item: _Located, name: str, line_of: Any) -> tuple[EntityState, ...]:
+def _parse_states(item: Located, name: str, line_of: Any) -> tuple[EntityState, ...]:
     if "states" in item and "depends_on" in item:
         raise _Invalid(
             line_of("depends_on"), f"{name}: give `depends_on` under each state, not beside `states`"
@@ -283,7 +291,7 @@ def _parse_states(item: _Located, name: str, line_of: Any) -> tuple[EntityState,
     raw = item["states"]
     if isinstance(raw, list):  # states with no dependencies of their own: [estimated, completed]
         raw = _located({str(state): None for state in raw})
-    if not isinstance(raw, _Located) or not raw:
+    if not isinstance(raw, Located) or not raw:
         raise _Invalid(line_of("states"), f"{name}: `states` must map each state to its dependencies")
     states = []
     for state, body in raw.items():
@@ -291,7 +299,7 @@ def _parse_states(item: _Located, name: str, line_of: Any) -> tuple[EntityState,
         if body is not None and not isinstance(body, dict):
             raise _Invalid(body_line, f"{name}: state {state!r} must be a mapping with `depends_on`")
         dependencies = (body or {}).get("depends_on")
-        line = body.key_lines.get("depends_on", body_line) if isinstance(body, _Located) else body_line
+        line = body.key_lines.get("depends_on", body_line) if isinstance(body, Located) else body_line
         states.append(EntityState(str(state), _parse_dependencies(dependencies, name, line)))
     return tuple(states)
 
@@ -304,9 +312,9 @@ def _parse_dependencies(raw: Any, name: str, line: int) -> tuple[Dependency, ...
     dependencies = []
     for entry in raw:
         if isinstance(entry, str):
-            entry = _Located(entity=entry)
+            entry = Located(entity=entry)
             entry.line, entry.key_lines = line, {}
-        if not isinstance(entry, _Located) or not isinstance(entry.get("entity"), str):
+        if not isinstance(entry, Located) or not isinstance(entry.get("entity"), str):
             raise _Invalid(line, f"{name}: each dependency needs an `entity`")
         unknown = sorted(set(entry) - _DEPENDENCY_KEYS)
         if unknown:
