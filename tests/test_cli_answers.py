@@ -130,3 +130,38 @@ def test_a_deadline_file_with_a_mistake_is_refused_whole(db: str, tmp_path: Path
         f"error: {bad}:line 2: `by:` must be a time of day as HH:MM, not 'soon'",
         "error: nothing stored: 1 problem(s)",
     ]
+
+
+# ---------------------------------------------------------------- coverage
+# The log's tables on 2024-03-12: four only read (raw.web_profile_events, user_profile_raw,
+# abuse_reports, match_events), eleven written, of which six nothing reads (user_interests,
+# safety_training_latest, user_blocklist, daily_match_stats, dating_training_tbl,
+# ads.user_segments); every flow from the SQL log.
+
+
+def test_coverage_of_the_example(db: str) -> None:
+    code, out, err = run("coverage", "--at", "2024-03-12", "--format", "json", "--db", db)
+    assert code == 0, err
+    view = json.loads(out)
+    assert view["assets"] == {"covered": 11, "total": 15, "share": 0.7333}
+    assert view["by_signal"] == {"sql_static": {"covered": 11, "total": 15, "share": 0.7333}}
+    assert view["read_never_written"]["count"] == 4
+    assert set(view["read_never_written"]["first"]) == {
+        "hive.table/raw.web_profile_events",
+        "hive.table/dating.user_profile_raw",
+        "hive.table/dating.abuse_reports",
+        "hive.table/dating.match_events",
+    }
+    assert set(view["written_never_read"]["first"]) == {
+        f"hive.table/{name}"
+        for name in (
+            "dating.user_interests",
+            "dating.safety_training_latest",
+            "dating.user_blocklist",
+            "dating.daily_match_stats",
+            "dating.dating_training_tbl",
+            "ads.user_segments",
+        )
+    }
+    code, out, _ = run("coverage", "--at", "2024-03-12", "--history", "2", "--every", "1", "--db", db)
+    assert code == 0 and "read, never written: 4" in out and "11/15 (73.3%)" in out

@@ -151,3 +151,15 @@ def test_deadlines_over_http(url: str, service: Tracelake) -> None:
     ]
     backwards = requests.get(path, params={"from": "2024-03-12", "to": "2024-03-11"}, timeout=30)
     assert backwards.status_code == 400
+
+
+def test_coverage_over_http(url: str) -> None:
+    """The dating log's tables on 2024-03-12: 11 of 15 written (tests/test_cli_answers.py)."""
+    response = requests.get(
+        url + "/api/tracelake/v1/coverage", params={"at": "2024-03-12T23:59:59Z", "history": 1}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    view = response.json()
+    assert view["assets"]["covered"] == 11 and view["assets"]["total"] == 15
+    assert [point["at"][:10] for point in view["history"]] == ["2024-03-05", "2024-03-12"]
+    assert view["history"][0]["assets"]["total"] == 0  # before the log's first statement

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query
 
 from tracelake.api.deps import READ, Moment, RequestError, get_service
 from tracelake.api.gate import GatedJsonBodyRoute
+from tracelake.app.coverage import coverage as measure_coverage
 from tracelake.app.critical_path import critical_path as find_path
 from tracelake.app.deadlines import DeadlineOperations
 from tracelake.app.root_cause import why as root_cause
@@ -58,3 +59,15 @@ def deadlines(
         raise RequestError("`to` is before `from`")
     checks = DeadlineOperations(service).check(since, until, margin=timedelta(minutes=margin_minutes))
     return {"checks": [check.to_json() for check in checks]}
+
+
+@router.get("/coverage", dependencies=[READ])
+def coverage(
+    service: Service,
+    at: Moment | None = None,
+    history: Annotated[int, Query(ge=0, le=60)] = 0,
+    every_days: Annotated[int, Query(ge=1, le=366)] = 7,
+) -> dict[str, Any]:
+    """How much of the lake lineage covers at `at` (default now), with `history` earlier points
+    `every_days` apart: the JSON a dashboard plots."""
+    return measure_coverage(service, at=at, points=history, every=timedelta(days=every_days)).to_json()

@@ -26,6 +26,7 @@ from tracelake.cli.common import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from tracelake.app.coverage import Share
     from tracelake.app.critical_path import PathStep
     from tracelake.app.root_cause import Cause
 
@@ -223,7 +224,89 @@ def check_deadlines(
         raise typer.Exit(ExitCode.NO)
 
 
+@friendly_errors
+def coverage(
+    at: Annotated[str | None, typer.Option(help="As it was then (ISO date/time) [default: now]")] = None,
+    history: Annotated[int, typer.Option(help="Also this many earlier points, --every apart")] = 0,
+    every: Annotated[int, typer.Option(help="Days between the history's points")] = 7,
+    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    db: DbOption = None,
+) -> None:
+    """How much of the lake lineage covers: assets and columns with upstream lineage (by signal,
+    layer and owner), tables with table- but no column-level lineage, assets read but never
+    written and written but never read, and how long each signal's lineage takes to arrive."""
+    from tracelake.app.coverage import coverage as measure
+
+    if output not in (OutputFormat.table, OutputFormat.json):
+        raise UserError("--format must be table or json")
+    view = measure(open_service(db), at=parse_time(at, "--at"), points=history, every=timedelta(days=every))
+    if output is OutputFormat.json:
+        print(json.dumps(view.to_json(), indent=2))
+        return
+    out.print(f"coverage at {view.at.isoformat(timespec='seconds')}", highlight=False)
+    shares = new_table(title="with upstream lineage")
+    for column in ("of", "covered", "total", "share"):
+        shares.add_column(column)
+    rows = [
+        ("assets", view.assets),
+        ("columns", view.columns),
+        ("columns of those assets", view.columns_of_written),
+    ]
+    rows += [(f"assets, by {signal}", share) for signal, share in view.by_signal.items()]
+    rows += [(f"layer {layer}", share) for layer, share in view.by_layer.items()]
+    rows += [(f"owner {owner}", share) for owner, share in view.by_owner.items()]
+    for label, share in rows:
+        shares.add_row(label, f"{share.covered:,}", f"{share.total:,}", _percent(share))
+    out.print(shares)
+    for label, listed in (
+        ("table-level lineage only", view.table_only),
+        ("read, never written", view.read_never_written),
+        ("written, never read", view.written_never_read),
+        ("no lineage at all", view.no_lineage),
+    ):
+        names = ", ".join(short(name) for name in listed.names[:5])
+        more = f" and {listed.count - 5:,} more" if listed.count > 5 else ""
+        out.print(f"{label}: {listed.count:,}" + (f" ({names}{more})" if names else ""), highlight=False)
+    if view.timeliness:
+        lags = new_table(title="timeliness: from true to stored")
+        for column in ("signal", "observations", "median", "p90", "max"):
+            lags.add_column(column)
+        for signal, lag in view.timeliness.items():
+            lags.add_row(
+                signal, f"{lag.observations:,}", _seconds(lag.median_seconds), _seconds(lag.p90_seconds),
+                _seconds(lag.max_seconds),
+            )  # fmt: skip
+        out.print(lags)
+    if len(view.history) > 1:
+        past = new_table(title="history")
+        for column in ("at", "assets", "columns"):
+            past.add_column(column)
+        for point in view.history:
+            past.add_row(point["at"][:16], _fraction(point["assets"]), _fraction(point["columns"]))
+        out.print(past)
+
+
+def _percent(share: Share) -> str:
+    return f"{share.share:.1%}" if share.share is not None else "-"
+
+
+def _fraction(share: dict[str, int | float | None]) -> str:
+    value = share["share"]
+    return f"{share['covered']:,}/{share['total']:,}" + (f" ({value:.1%})" if value is not None else "")
+
+
+def _seconds(value: float) -> str:
+    return (
+        f"{value:.1f} s"
+        if value < 120
+        else f"{value / 60:.1f} min"
+        if value < 7200
+        else f"{value / 3600:.1f} h"
+    )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(why)
     app.command("critical-path")(critical_path)
     app.add_typer(deadlines_app, name="deadlines")
+    app.command()(coverage)
