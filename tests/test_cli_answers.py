@@ -64,7 +64,7 @@ def test_why_as_a_table_and_when_nothing_changed(db: str) -> None:
     [
         (["--since", "2024-03-13", "--until", "2024-03-12"], "the window is empty"),
         (["--since", "last tuesday"], "--since 'last tuesday' is not an ISO date or time"),
-        (["--format", "dot"], "--format must be table or json"),
+        (["--format", "dot"], "--format must be one of table, json, csv, xlsx, parquet here, not dot"),
         (["--depth", "-1"], "depth must be 0 or more"),
     ],
 )

@@ -474,6 +474,13 @@ class Tracelake:
     def problems(self, limit: int = 100) -> list[Problem]:
         return self.store.problems(limit)
 
+    def export(self, folder: Path) -> dict[str, int]:
+        """The whole graph as Parquet tables in `folder` (nodes, edge versions, process versions,
+        runs): rows written a table."""
+        from tracelake.store.export import export_graph  # pyarrow: only for the export itself
+
+        return export_graph(self.store, folder)
+
     def search(self, text: str, *, node_type: str | None = None, limit: int = 20) -> list[NodeView]:
         """Nodes whose URN contains `text` (case-insensitive), assets before their fields."""
         index = self.index()

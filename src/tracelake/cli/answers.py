@@ -22,6 +22,7 @@ from tracelake.cli.common import (
     print_error,
     short,
 )
+from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, export, write_tables
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -42,15 +43,17 @@ def why(
     until: Annotated[str | None, typer.Option(help="End of the window [default: now]")] = None,
     depth: Annotated[int | None, typer.Option(help="At most this many hops upstream")] = None,
     limit: Annotated[int, typer.Option(help="Show the first N causes")] = 20,
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """What changed upstream of a table within a window, most likely cause first: failed or slow
     runs, replaced process versions, schema changes, new or vanished inputs, tainted instances."""
     from tracelake.app.root_cause import why as root_cause
 
-    if output not in (OutputFormat.table, OutputFormat.json):
-        raise UserError("--format must be table or json")
+    check_list_format(output)
     view = root_cause(
         open_service(db),
         node,
@@ -61,6 +64,9 @@ def why(
     )
     if output is OutputFormat.json:
         print(json.dumps(view.to_json(), indent=2))
+        return
+    if output in FILE_FORMATS:
+        write_tables({"causes": view.to_json()["causes"]}, output, path)
         return
     window = f"{view.since:%Y-%m-%d %H:%M} – {view.until:%Y-%m-%d %H:%M} UTC"
     walked = f"{view.upstream_nodes} upstream nodes and {view.upstream_processes} processes"
@@ -107,20 +113,25 @@ def critical_path(
     node: Annotated[str, typer.Argument(help="The table")],
     day: Annotated[str, typer.Option("--date", help="The day it became ready (ISO date)")],
     timezone: Annotated[str, typer.Option(help="The day's time zone")] = "UTC",
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """The chain of upstream runs that decided when a table became ready on a day: each run
     waited for the one before it; beside each, its usual length and how late it was."""
     from tracelake.app.critical_path import critical_path as find_path
 
-    if output not in (OutputFormat.table, OutputFormat.json):
-        raise UserError("--format must be table or json")
+    check_list_format(output)
     on = parse_day(day, "--date")
     assert on is not None
     view = find_path(open_service(db), node, on, timezone)
     if output is OutputFormat.json:
         print(json.dumps(view.to_json(), indent=2))
+        return
+    if output in FILE_FORMATS:
+        write_tables({"steps": [step.to_json() for step in view.steps]}, output, path)
         return
     if view.ready_at is None:
         out.print(f"no run that writes {short(view.asset)} completed on {on} ({timezone})", highlight=False)
@@ -179,7 +190,10 @@ def check_deadlines(
     first: Annotated[str | None, typer.Option("--from", help="First day of a range")] = None,
     last: Annotated[str | None, typer.Option("--to", help="Last day of a range")] = None,
     margin: Annotated[int, typer.Option(help="Minutes to spare below which a deadline is at risk")] = 30,
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Each deadline on each day: met, at risk, missed or pending, and the upstream runs that put
@@ -187,8 +201,7 @@ def check_deadlines(
     from tracelake.app.deadlines import DeadlineOperations
     from tracelake.model import utcnow
 
-    if output not in (OutputFormat.table, OutputFormat.json):
-        raise UserError("--format must be table or json")
+    check_list_format(output)
     if day is not None and (first is not None or last is not None):
         raise UserError("give --date, or --from and --to, not both")
     if margin < 0:
@@ -198,6 +211,8 @@ def check_deadlines(
     checks = DeadlineOperations(open_service(db)).check(start, end, margin=timedelta(minutes=margin))
     if output is OutputFormat.json:
         print(json.dumps({"checks": [check.to_json() for check in checks]}, indent=2))
+    elif output in FILE_FORMATS:
+        write_tables({"checks": [check.to_json() for check in checks]}, output, path)
     else:
         table = new_table(title=f"deadlines, {start} to {end}" if end != start else f"deadlines on {start}")
         for column in ("date", "table", "due", "ready", "status", "to spare", "put at risk by"):
@@ -307,6 +322,7 @@ def _seconds(value: float) -> str:
 
 def register(app: typer.Typer) -> None:
     app.command()(why)
+    app.command()(export)
     app.command("critical-path")(critical_path)
     app.add_typer(deadlines_app, name="deadlines")
     app.command()(coverage)

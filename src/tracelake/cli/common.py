@@ -57,6 +57,9 @@ class OutputFormat(StrEnum):
     json = "json"
     dot = "dot"
     mermaid = "mermaid"
+    csv = "csv"
+    xlsx = "xlsx"
+    parquet = "parquet"
 
 
 class ExitCode(IntEnum):

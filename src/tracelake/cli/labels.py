@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tracelake.cli.common import DbOption, UserError, friendly_errors, new_table, open_service, out
+from tracelake.cli.common import (
+    DbOption,
+    OutputFormat,
+    UserError,
+    friendly_errors,
+    new_table,
+    open_service,
+    out,
+)
+from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
 from tracelake.model import Confidence, Transformation
 
 if TYPE_CHECKING:
@@ -54,10 +63,25 @@ def remove_command(
 def list_command(
     label: Annotated[str | None, typer.Option(help="Only this label")] = None,
     node: Annotated[str | None, typer.Option(help="Only this node")] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Declared and inferred labels, with where each inferred one came from."""
+    check_list_format(output)
     found = _review(db).assignments(node=node, label=label)
+    rows = [
+        {"label": a.label, "node": a.urn, "provenance": a.provenance, "from": a.source, "path": list(a.path)}
+        for a in found
+    ]
+    if output is OutputFormat.json:
+        print(json.dumps({"labels": rows}, indent=2))
+        return
+    if output in FILE_FORMATS:
+        write_tables({"labels": rows}, output, path)
+        return
     table = new_table(title="labels")
     for column in ("label", "node", "provenance", "from", "hops"):
         table.add_column(column, overflow="fold")

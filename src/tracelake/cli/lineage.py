@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from tracelake.cli.common import (
     progress_bar,
     short,
 )
+from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
 from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Signal
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from tracelake.graph.traverse import Direction
     from tracelake.store.reads import ReadCounts
 
+LIST_HELP = "table, json, csv, xlsx or parquet"
 ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)
 
 
@@ -197,7 +200,10 @@ def lineage(
     direct_only: Annotated[
         bool, typer.Option(help="Only edges that carry values (no filters, joins…)")
     ] = False,
-    output: Annotated[OutputFormat, typer.Option("--format", help="Output format")] = OutputFormat.table,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, dot, mermaid, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Upstream and downstream lineage of tables or columns."""
@@ -206,6 +212,10 @@ def lineage(
     direction: Direction = "upstream" if up else "downstream" if down else "both"
     filters = _filters(depth, as_of, min_confidence, signal, kind, direct_only)
     view = open_service(db).lineage(nodes, direction, filters)
+    if output in FILE_FORMATS:
+        graph = view.to_json()
+        write_tables({"nodes": graph["nodes"], "edges": graph["edges"]}, output, path)
+        return
     print_graph(view, output, title=f"{direction} of {', '.join(nodes)}")
 
 
@@ -215,13 +225,18 @@ def impact(
     depth: Annotated[int | None, typer.Option(help="At most this many hops")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of")] = None,
     min_confidence: Annotated[Confidence | None, typer.Option()] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Downstream assets a change would touch, with their owners."""
+    check_list_format(output)
     impacted = open_service(db).impact(nodes, _filters(depth, as_of, min_confidence, None, None))
     if output is OutputFormat.json:
         print(json.dumps({"impacted": [i.to_json() for i in impacted]}, indent=2))
+        return
+    if output in FILE_FORMATS:
+        write_tables({"impacted": [i.to_json() for i in impacted]}, output, path)
         return
     table = new_table(title=f"impact of {', '.join(nodes)}")
     for column in ("asset", "distance", "owner", "layer", "via fields"):
@@ -244,21 +259,31 @@ def paths(
     target: Annotated[str, typer.Argument()],
     max_depth: Annotated[int, typer.Option(help="Longest path, in hops")] = 10,
     as_of: Annotated[str | None, typer.Option("--as-of")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Every path between two nodes (how does data get from A to B?)."""
+    check_list_format(output)
     found = open_service(db).paths(
         source, target, max_depth=max_depth, filters=_filters(None, as_of, None, None, None)
     )
     if output is OutputFormat.json:
-        print(json.dumps({"paths": [[e.to_json() for e in path] for path in found]}, indent=2))
+        print(json.dumps({"paths": [[e.to_json() for e in hops] for hops in found]}, indent=2))
         return
-    for number, path in enumerate(found, 1):
-        hops = " → ".join(
-            [short(path[0].source), *(f"{short(e.target)} [{e.transformation or 'table'}]" for e in path)]
+    if output in FILE_FORMATS:
+        rows = [
+            {"path": n, "hop": h, **e.to_json()}
+            for n, hops in enumerate(found, 1)
+            for h, e in enumerate(hops, 1)
+        ]
+        write_tables({"paths": rows}, output, path)
+        return
+    for number, hops in enumerate(found, 1):
+        line = " → ".join(
+            [short(hops[0].source), *(f"{short(e.target)} [{e.transformation or 'table'}]" for e in hops)]
         )
-        out.print(f"{number}. {hops}", highlight=False)
+        out.print(f"{number}. {line}", highlight=False)
     out.print(f"{len(found)} paths", highlight=False)
 
 
@@ -307,16 +332,23 @@ def show(
 def diff(
     since: Annotated[str, typer.Option("--from", help="Earlier time (ISO date/time)")],
     until: Annotated[str | None, typer.Option("--to", help="Later time [default: now]")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help="table or json")] = OutputFormat.table,
+    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Edges added and removed between two times."""
+    check_list_format(output)
     start = parse_time(since, "--from")
     end = parse_time(until, "--to") or datetime.now(UTC)
     assert start is not None
     if end < start:
         raise UserError("--to is before --from")
     changes: DiffView = open_service(db).diff(start, end)
+    if output in FILE_FORMATS:
+        rows = [{"change": "added", **e.to_json()} for e in changes.added]
+        rows += [{"change": "removed", **e.to_json()} for e in changes.removed]
+        write_tables({"changes": rows}, output, path)
+        return
     if output is OutputFormat.json:
         print(
             json.dumps(
@@ -340,10 +372,20 @@ def diff(
 @friendly_errors
 def problems(
     limit: Annotated[int, typer.Option(help="How many, newest first")] = 50,
+    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Input that could not be read (bad SQL, malformed log lines), as recorded at ingest."""
+    check_list_format(output)
     recorded = open_service(db).problems(limit)
+    rows = [dataclasses.asdict(problem) for problem in recorded]
+    if output is OutputFormat.json:
+        print(json.dumps({"problems": rows}, indent=2))
+        return
+    if output in FILE_FORMATS:
+        write_tables({"problems": rows}, output, path)
+        return
     table = new_table(title="recorded problems")
     for column in ("source", "where", "reason"):
         table.add_column(column, overflow="fold")

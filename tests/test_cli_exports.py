@@ -1,0 +1,142 @@
+"""List and graph commands as files (CSV, Excel, Parquet) and `tracelake export`, on the dating
+example: each file read back with the format's own reader (csv, openpyxl, pyarrow, Spark) holds
+the rows the command's JSON holds, and the export's tables are what the store holds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.test_cli import ingest_example, run
+
+TRAINING = "dating.safety_training_tbl"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("exports") / "lineage.db")
+    ingest_example(path)
+    return path
+
+
+def as_json(*args: str) -> Any:
+    code, out, err = run(*args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def text(value: Any) -> str:
+    """How CSV and Excel carry a JSON value: text as it is, nested values as JSON, null empty."""
+    if value is None:
+        return ""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else str(value)
+
+
+def test_a_graph_as_csv_is_its_nodes_and_edges(db: str, tmp_path: Path) -> None:
+    graph = as_json("lineage", TRAINING, "--up", "--db", db)
+    code, out, _ = run(
+        "lineage", TRAINING, "--up", "--format", "csv", "--output", str(tmp_path / "g"), "--db", db
+    )
+    assert code == 0 and "wrote" in out
+    for table in ("nodes", "edges"):
+        with (tmp_path / "g" / f"{table}.csv").open(newline="") as stream:
+            rows = list(csv.DictReader(stream))
+        assert rows == [{key: text(value) for key, value in row.items()} for row in graph[table]]
+
+
+def test_one_table_as_csv_goes_to_stdout(db: str) -> None:
+    impacted = as_json("impact", "dating.user_profile", "--db", db)["impacted"]
+    code, out, _ = run("impact", "dating.user_profile", "--format", "csv", "--db", db)
+    assert code == 0
+    assert list(csv.DictReader(io.StringIO(out))) == [
+        {k: text(v) for k, v in row.items()} for row in impacted
+    ]
+
+
+def test_causes_as_an_excel_sheet(db: str, tmp_path: Path) -> None:
+    from openpyxl import load_workbook
+
+    window = ("--since", "2024-03-12", "--until", "2024-03-13")
+    causes = as_json("why", TRAINING, *window, "--db", db)["causes"]
+    book = tmp_path / "why.xlsx"
+    code, _, err = run("why", TRAINING, *window, "--format", "xlsx", "--output", str(book), "--db", db)
+    assert code == 0, err
+    sheet = load_workbook(book)["causes"]
+    header, *rows = [list(row) for row in sheet.iter_rows(values_only=True)]
+    assert header == list(causes[0])
+    assert rows == [
+        [json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v for v in c.values()]
+        for c in causes
+    ]
+
+
+def test_problems_and_labels_as_parquet(db: str, tmp_path: Path) -> None:
+    problems = as_json("problems", "--db", db)["problems"]
+    code, _, _ = run("problems", "--format", "parquet", "--output", str(tmp_path / "p.parquet"), "--db", db)
+    assert code == 0
+    assert pq.read_table(tmp_path / "p.parquet").to_pylist() == problems
+    assert len(problems) == 1  # the log's one typo
+
+    code, _, _ = run("label", "add", "dating.user_profile#religion", "religion", "--db", db)
+    assert code == 0
+    labels = as_json("label", "list", "--db", db)["labels"]
+    assert {
+        "label": "religion",
+        "node": "hive.table/dating.user_profile#religion",
+        "provenance": "declared",
+    }.items() <= labels[0].items()
+    code, _, _ = run("label", "list", "--format", "parquet", "-o", str(tmp_path / "l.parquet"), "--db", db)
+    assert code == 0 and pq.read_table(tmp_path / "l.parquet").to_pylist() == labels
+
+
+def test_file_formats_need_a_place_and_drawings_are_for_graphs(db: str) -> None:
+    code, _, err = run("lineage", TRAINING, "--format", "parquet", "--db", db)
+    assert code == 2 and "--format parquet needs --output PATH (a folder: there are several tables)" in err
+    code, _, err = run("impact", "dating.user_profile", "--format", "xlsx", "--db", db)
+    assert code == 2 and "--format xlsx needs --output PATH" in err
+    code, _, err = run("impact", "dating.user_profile", "--format", "mermaid", "--db", db)
+    assert code == 2 and "--format must be one of table, json, csv, xlsx, parquet here, not mermaid" in err
+
+
+def test_export_writes_the_store_as_tables_spark_reads(db: str, tmp_path: Path, spark: Any) -> None:
+    from tracelake.store import LineageStore
+
+    code, out, err = run("export", str(tmp_path / "graph"), "--db", db)
+    assert code == 0, err
+    with LineageStore(db) as store:
+        counts = store.counts()
+    assert f"edges {counts['edge_versions']:,}" in out
+    folder = tmp_path / "graph"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "edges.parquet",
+        "nodes.parquet",
+        "runs.parquet",
+        "versions.parquet",
+    ]
+    nodes = spark.read.parquet(str(folder / "nodes.parquet"))
+    edges = spark.read.parquet(str(folder / "edges.parquet"))
+    assert edges.count() == counts["edge_versions"]
+    assert nodes.count() == counts["asset"] + counts["field"] + counts["process"]
+    assert spark.read.parquet(str(folder / "runs.parquet")).count() == 33  # one a job and day of the log
+    # the training table's inputs now, in Spark SQL over the export, are those `show` lists
+    nodes.createOrReplaceTempView("nodes")
+    edges.createOrReplaceTempView("edges")
+    inputs = spark.sql(
+        "SELECT DISTINCT e.source FROM edges e JOIN nodes n ON n.urn = e.source "
+        f"WHERE e.target = 'hive.table/{TRAINING}' AND e.valid_to IS NULL AND n.node_type = 'asset'"
+    ).collect()
+    shown = as_json("show", TRAINING, "--db", db)
+    assert sorted(row.source for row in inputs) == sorted({e["source"] for e in shown["inputs"]})
+    assert dict(edges.dtypes)["valid_from"] == "timestamp"
+    # an export again replaces the files whole
+    code, _, _ = run("export", str(folder), "--db", db)
+    assert code == 0 and sorted(p.name for p in folder.iterdir()) == sorted(
+        p.name for p in folder.iterdir() if not p.name.startswith(".")
+    )
