@@ -140,3 +140,29 @@ def test_export_writes_the_store_as_tables_spark_reads(db: str, tmp_path: Path, 
     assert code == 0 and sorted(p.name for p in folder.iterdir()) == sorted(
         p.name for p in folder.iterdir() if not p.name.startswith(".")
     )
+
+
+def test_policy_violations_hot_assets_and_a_taint_plan_as_files(db: str, tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples"
+    assert run("label", "add", "dating.user_profile#religion", "religion", "--db", db)[0] == 0
+    code, out, _ = run("check", str(example / "dating" / "policies.yml"), "--format", "json", "--db", db)
+    assert code == 1  # religion reaches the ads tables
+    violations = json.loads(out)
+    code, out, _ = run("check", str(example / "dating" / "policies.yml"), "--format", "csv", "--db", db)
+    assert code == 1
+    assert list(csv.DictReader(io.StringIO(out))) == [{k: text(v) for k, v in v.items()} for v in violations]
+
+    hottest = as_json("hot", "--limit", "5", "--db", db)["hottest"]
+    assert [row["rank"] for row in hottest] == [1, 2, 3, 4, 5]
+    code, _, _ = run(
+        "hot", "--limit", "5", "--format", "parquet", "-o", str(tmp_path / "hot.parquet"), "--db", db
+    )
+    assert code == 0 and pq.read_table(tmp_path / "hot.parquet").to_pylist() == hottest
+
+    code, _, err = run("entities", "load", str(example / "entities" / "events.yml"), "--db", db)
+    assert code == 0, err
+    taint = ("taint", "events", "--from", "2024-03-13T05:00", "--to", "2024-03-13T15:00", "--reason", "dup")
+    plan = as_json(*taint, "--db", db)
+    code, out, _ = run(*taint, "--format", "csv", "--db", db)
+    assert code == 0
+    assert list(csv.DictReader(io.StringIO(out))) == [{k: text(v) for k, v in step.items()} for step in plan]

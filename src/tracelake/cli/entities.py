@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +17,7 @@ import typer
 
 from tracelake.cli.common import (
     DbOption,
+    OutputFormat,
     UserError,
     err,
     friendly_errors,
@@ -27,6 +27,7 @@ from tracelake.cli.common import (
     parse_time,
     print_error,
 )
+from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -37,11 +38,6 @@ if TYPE_CHECKING:
     from tracelake.temporal.planner import TaintPlan
 
 entities_app = typer.Typer(help="Time-partitioned entity definitions.", no_args_is_help=True)
-
-
-class PlanFormat(StrEnum):
-    table = "table"
-    json = "json"
 
 
 ActorOption = Annotated[str | None, typer.Option("--actor", help="Who does it [default: your login]")]
@@ -210,7 +206,10 @@ def taint_command(
     until: Annotated[
         str | None, typer.Option(help="Plan instances that have ended by then [default: now]")
     ] = None,
-    output: Annotated[PlanFormat, typer.Option("--format", help="table or json")] = PlanFormat.table,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Mark the instances in the status table and clear Airflow's tasks")
     ] = False,
@@ -222,6 +221,7 @@ def taint_command(
     db: DbOption = None,
 ) -> None:
     """Plan what to rebuild downstream of wrong data; a dry run unless --apply."""
+    check_list_format(output)
     who = actor or getpass.getuser()
     airflow = airflow_settings(airflow_url, airflow_token, airflow_user, airflow_password)
     taint = open_entities(db).taint(
@@ -235,12 +235,14 @@ def taint_command(
         airflow=airflow,
     )
     plan = taint.plan
-    if output is PlanFormat.json:
+    if output is OutputFormat.json:
         sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
+    elif output in FILE_FORMATS:
+        write_tables({"plan": plan.to_json()}, output, path)
     else:
         _print_plan(plan, reason)
     if taint.applied is None:
-        if output is PlanFormat.table:
+        if output is OutputFormat.table:
             err.print("dry run: nothing changed (add --apply to mark the instances)", highlight=False)
         return
     report = taint.applied

@@ -252,10 +252,14 @@ def discover_export(
 
 def check_command(
     policies: Annotated[Path, typer.Argument(help="A YAML file of policies")],
-    output: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Check policies against the lineage graph; exit 1 when one is violated (a CI gate)."""
+    check_list_format(output)
     if not policies.is_file():
         raise UserError(f"{policies}: no such file")
     review = _review(db)
@@ -263,9 +267,11 @@ def check_command(
     if problems:
         raise UserError("; ".join(str(problem) for problem in problems))
     violations = review.check(loaded)
-    if output == "json":
-        document = [{**vars(v), "path": list(v.path)} for v in violations]
+    document = [{**vars(v), "path": list(v.path)} for v in violations]
+    if output is OutputFormat.json:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    elif output in FILE_FORMATS:
+        write_tables({"violations": document}, output, path)
     elif violations:
         table = new_table(title="policy violations")
         for column in ("policy", "kind", "violation", "path"):
@@ -281,11 +287,26 @@ def check_command(
 
 def hot_command(
     limit: Annotated[int, typer.Option(help="How many assets")] = 20,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
+    ] = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """The hottest assets: PageRank over what depends on what, reads voting too (the most
     relied-upon first), with how many runs read each without writing from it, and by how many readers."""
+    check_list_format(output)
     ranked = _review(db).hottest(limit)
+    rows = [
+        {"rank": n, "asset": h.asset, "score": h.score, "reading_runs": h.reading_runs, "readers": h.readers}
+        for n, h in enumerate(ranked, 1)
+    ]
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps({"hottest": rows}, indent=2) + "\n")
+        return
+    if output in FILE_FORMATS:
+        write_tables({"hottest": rows}, output, path)
+        return
     table = new_table(title="hottest assets")
     for column in ("#", "asset", "score", "reading runs", "readers"):
         table.add_column(column)
