@@ -163,3 +163,19 @@ def test_coverage_over_http(url: str) -> None:
     assert view["assets"]["covered"] == 11 and view["assets"]["total"] == 15
     assert [point["at"][:10] for point in view["history"]] == ["2024-03-05", "2024-03-12"]
     assert view["history"][0]["assets"]["total"] == 0  # before the log's first statement
+
+
+def test_lineage_grouped_over_http_is_the_plain_answer_collapsed(url: str) -> None:
+    path = url + "/api/tracelake/v1/lineage"
+    query = {"node": "dating.user_profile", "direction": "downstream"}
+    plain = requests.get(path, params=query, timeout=30).json()
+    grouped = requests.get(path, params={**query, "group_by": "kind"}, timeout=30).json()
+    tables = {n["id"] for n in plain["nodes"]}
+    pairs = {(e["source"], e["target"]) for e in plain["edges"] if e["source"] != e["target"]}
+    # every table of the log is a hive.table: one group, all the plain answer's tables, its flows inside
+    assert [(g["id"], set(g["members"]), g["internal_flows"]) for g in grouped["groups"]] == [
+        ("kind:hive.table", tables, len(pairs))
+    ]
+    assert grouped["edges"] == []
+    bad = requests.get(path, params={**query, "group_by": "colour"}, timeout=30)
+    assert bad.status_code == 422

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from tracelake.api.deps import READ, WRITE, Moment, RequestError, get_service
 from tracelake.api.gate import GatedJsonBodyRoute
+from tracelake.app.abstraction import lineage_at_level
 from tracelake.app.service import Tracelake, TraversalFilters
 from tracelake.model import Confidence, Signal, Transformation
 from tracelake.model.batch_json import batch_from_json
@@ -64,9 +65,26 @@ def lineage(
     filters: QueryFilters,
     node: Annotated[list[str], Query(min_length=1, max_length=1000)],
     direction: Direction = "both",
+    label: Annotated[
+        list[str] | None, Query(description="only tables carrying one (or a column that does)")
+    ] = None,
+    layer: Annotated[
+        list[str] | None, Query(description="only tables in one of these layers (zones)")
+    ] = None,
+    group_by: Literal["owner", "layer", "kind", "domain", "team", "product"] | None = None,
 ) -> dict[str, Any]:
-    """Upstream, downstream or both of one or many nodes."""
-    return service.lineage(node, direction, filters.traversal()).to_json()
+    """Upstream, downstream or both of one or many nodes; narrowed to labels or layers, or
+    collapsed to groups (`group_by`: groups with their member tables, and flows counted between)."""
+    view = lineage_at_level(
+        service,
+        node,
+        direction,
+        filters.traversal(),
+        labels=label or (),
+        layers=layer or (),
+        group_by=group_by,
+    )
+    return view.to_json()
 
 
 @router.post("/lineage", dependencies=[READ])

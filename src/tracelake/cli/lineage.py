@@ -35,6 +35,7 @@ from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Sig
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from tracelake.app.abstraction import GroupedView
     from tracelake.app.service import DiffView, TraversalFilters
     from tracelake.app.views import GraphView
     from tracelake.graph.traverse import Direction
@@ -203,15 +204,29 @@ def lineage(
     output: Annotated[
         OutputFormat, typer.Option("--format", help="table, json, dot, mermaid, csv, xlsx or parquet")
     ] = OutputFormat.table,
+    label: Annotated[
+        list[str] | None, typer.Option(help="Only tables carrying this label (or a column that does)")
+    ] = None,
+    layer: Annotated[list[str] | None, typer.Option(help="Only tables in this layer (zone)")] = None,
+    group_by: Annotated[
+        str | None, typer.Option(help="Collapse to groups: owner, layer, kind, domain, team or product")
+    ] = None,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Upstream and downstream lineage of tables or columns."""
+    from tracelake.app.abstraction import GroupedView, lineage_at_level
+
     if up and down:
         raise UserError("give --up or --down, not both (neither means both directions)")
     direction: Direction = "upstream" if up else "downstream" if down else "both"
     filters = _filters(depth, as_of, min_confidence, signal, kind, direct_only)
-    view = open_service(db).lineage(nodes, direction, filters)
+    view = lineage_at_level(
+        open_service(db), nodes, direction, filters, labels=label or (), layers=layer or (), group_by=group_by
+    )
+    if isinstance(view, GroupedView):
+        print_grouped(view, output, path)
+        return
     if output in FILE_FORMATS:
         graph = view.to_json()
         write_tables({"nodes": graph["nodes"], "edges": graph["edges"]}, output, path)
@@ -444,6 +459,40 @@ def reader_table(reads: list[AssetRead], counts: ReadCounts) -> Table:
             str(read.signal),
         )
     return table
+
+
+def print_grouped(view: GroupedView, output: OutputFormat, path: Path | None) -> None:
+    document = view.to_json()
+    if output is OutputFormat.json:
+        print(json.dumps(document, indent=2))
+    elif output is OutputFormat.dot:
+        sys.stdout.write(render.grouped_to_dot(view))
+    elif output is OutputFormat.mermaid:
+        sys.stdout.write(render.grouped_to_mermaid(view))
+    elif output in FILE_FORMATS:
+        write_tables({"groups": document["groups"], "edges": document["edges"]}, output, path)
+    else:
+        table = new_table(title=f"lineage by {view.by}")
+        for column in ("group", "tables", "flows inside", "members"):
+            table.add_column(column, overflow="fold")
+        for group in view.groups:
+            shown = ", ".join(short(m) for m in group.members[:4])
+            more = f" … {len(group.members) - 4} more" if len(group.members) > 4 else ""
+            mark = " *" if group.holds_start else ""
+            table.add_row(
+                group.value + mark, str(len(group.members)), str(group.internal_flows), shown + more
+            )
+        out.print(table)
+        flows = new_table(title="flows between groups")
+        for column in ("from", "to", "table flows"):
+            flows.add_column(column)
+        for source, target, count in view.flows:
+            flows.add_row(source.partition(":")[2], target.partition(":")[2], str(count))
+        out.print(flows)
+        out.print(
+            f"{len(view.groups)} groups, {len(view.flows)} flows between them (* holds a start)",
+            highlight=False,
+        )
 
 
 def print_graph(view: GraphView, output: OutputFormat, *, title: str) -> None:

@@ -1,4 +1,4 @@
-"""Text renderings of a GraphView: JSON, Graphviz DOT and Mermaid.
+"""Text renderings of a GraphView (and of one collapsed to groups): JSON, Graphviz DOT and Mermaid.
 
 Field nodes are drawn inside their asset (a DOT cluster, a Mermaid subgraph) so a column
 graph still reads as tables; indirect column edges (filters, joins…) are dashed.
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from tracelake.app.views import GraphView, NodeView
 from tracelake.model import EdgeVersion
+
+if TYPE_CHECKING:
+    from tracelake.app.abstraction import GroupedView
 
 
 def to_json(view: GraphView) -> str:
@@ -88,4 +92,38 @@ def to_mermaid(view: GraphView) -> str:
         note = _edge_note(edge)
         label = f"|{text(note)}|" if note else ""
         lines.append(f"  {ids[edge.source]} {arrow}{label} {ids[edge.target]}")
+    return "\n".join(lines) + "\n"
+
+
+def _group_label(group_value: str, size: int, internal: int) -> str:
+    inside = f", {internal} flows inside" if internal else ""
+    return f"{group_value} ({size} tables{inside})"
+
+
+def grouped_to_dot(view: GroupedView) -> str:
+    def quote(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [
+        f"digraph lineage_by_{view.by} {{",
+        "  rankdir=LR;",
+        '  node [shape=box3d, fontname="Helvetica"];',
+    ]
+    for group in view.groups:
+        style = ", style=bold" if group.holds_start else ""
+        label = _group_label(group.value, len(group.members), group.internal_flows)
+        lines.append(f"  {quote(group.id)} [label={quote(label)}{style}];")
+    for source, target, flows in view.flows:
+        lines.append(f"  {quote(source)} -> {quote(target)} [label={quote(str(flows))}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def grouped_to_mermaid(view: GroupedView) -> str:
+    ids = {group.id: f"g{number}" for number, group in enumerate(view.groups)}
+    lines = ["flowchart LR"]
+    for group in view.groups:
+        label = _group_label(group.value, len(group.members), group.internal_flows).replace('"', "#quot;")
+        lines.append(f'  {ids[group.id]}[["{label}"]]')
+    lines.extend(f'  {ids[a]} -->|"{n}"| {ids[b]}' for a, b, n in view.flows)
     return "\n".join(lines) + "\n"
