@@ -303,6 +303,43 @@ def test_why_lists_what_changed_upstream_in_the_window_before_the_as_of_day(page
     expect(page.get_by_test_id("details-urn")).to_have_text(PROFILE)
 
 
+def test_group_by_collapses_the_lineage_to_expandable_groups(page: Page, url: str) -> None:
+    open_asset(page, url, PROFILE)
+    grouped = requests.get(
+        f"{url}{API}/lineage", params={"node": PROFILE, "direction": "both", "group_by": "kind"}, timeout=10
+    ).json()
+    assert len(grouped["groups"]) > 1  # hive tables, and the example's feature, model and endpoint
+    page.get_by_test_id("group-by").select_option("kind")
+    groups = page.get_by_test_id("group")
+    expect(groups).to_have_count(len(grouped["groups"]))
+    idle(page)
+    shown = {g.get_attribute("data-group"): int(g.get_attribute("data-size") or 0) for g in groups.all()}
+    assert shown == {g["id"]: len(g["members"]) for g in grouped["groups"]}
+    edges = page.get_by_test_id("group-edge")
+    expect(edges).to_have_count(len(grouped["edges"]))
+    flows = {
+        (
+            e.get_attribute("data-source"),
+            e.get_attribute("data-target"),
+            int(e.get_attribute("data-flows") or 0),
+        )
+        for e in edges.all()
+    }
+    assert flows == {(e["source"], e["target"], e["flows"]) for e in grouped["edges"]}
+    expect(page.get_by_test_id("node-count")).to_have_text(str(len(grouped["groups"])))
+
+    # a group opens to its members; a member opens the tables view on it
+    tables = page.locator('[data-testid="group"][data-group="kind:hive.table"]')
+    tables.get_by_test_id("group-toggle").click()
+    members = tables.get_by_test_id("group-member")
+    hive = next(g for g in grouped["groups"] if g["id"] == "kind:hive.table")
+    expect(members).to_have_count(min(len(hive["members"]), 30))
+    page.locator(f'[data-testid="group-member"][data-urn="{TRAINING}"]').dispatch_event("click")
+    expect(box(page, TRAINING)).to_have_attribute("data-level", "0")
+    expect(page.get_by_test_id("group-by")).to_have_value("")
+    expect(page.get_by_test_id("group")).to_have_count(0)
+
+
 def test_columns_column_lineage_transformation_filter_and_screenshot(
     page: Page, url: str, tmp_path: Path
 ) -> None:

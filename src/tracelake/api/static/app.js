@@ -58,6 +58,8 @@ const state = {
   detailLimit: 50,
   why: null, // {key, days, answer | error | loading}: GET /why for the selected node
   whyDays: "7", // the window last asked for, in days
+  grouped: null, // {by, groups, edges}: the root's lineage collapsed to groups (the "Group by" toggle)
+  openGroups: new Set(), // group ids shown with their members
 };
 
 // ------------------------------------------------------------------ small helpers
@@ -330,6 +332,7 @@ async function focus(urn) {
     root: urn, pages: new Map(), openColumns: new Set(), allFields: new Set(), selected: null,
     details: new Map(), // a new exploration reads the current graph afresh
     fieldLineage: null, expanded: new Set([sideKey(urn, "up"), sideKey(urn, "down")]),
+    grouped: null, openGroups: new Set(),
   });
   if (!state.nodes.has(urn)) mergeNode({ id: urn, kind: "asset", type: kindOf(urn), labels: [] });
   window.history.replaceState(null, "", `#node=${encodeURIComponent(urn)}`);
@@ -346,6 +349,7 @@ async function focus(urn) {
   recompute();
   render({ center: true });
   select(urn, { openColumns: false });
+  if ($("#group-by").value) await loadGrouped();
 }
 
 async function toggleSide(urn, dir) {
@@ -492,6 +496,7 @@ async function onFiltersChanged() {
     showError(error);
   }
   if (generation !== state.generation) return;
+  if (state.grouped) await loadGrouped();
   render();
   renderDetails();
 }
@@ -648,6 +653,10 @@ function screenPosition(urn) {
 
 /** Redraw everything; `anchor` keeps that box where it was on screen, `center` centres the root. */
 function render({ center = false, anchor = null } = {}) {
+  if (state.grouped) {
+    renderGrouped();
+    return;
+  }
   const graph = $("#graph");
   const canvas = $("#canvas");
   const before = anchor ? screenPosition(anchor) : null;
@@ -747,6 +756,114 @@ function render({ center = false, anchor = null } = {}) {
       canvas.scrollTop += after.y - before.y;
     }
   }
+}
+
+// ------------------------------------------------------------------ groups
+
+const GROUP_W = 260;
+const MEMBERS_SHOWN = 30;
+
+/** The root's lineage (both ways, the filters in force) collapsed by the "Group by" choice. */
+async function loadGrouped() {
+  const by = $("#group-by").value;
+  if (!by || !state.root) {
+    state.grouped = null;
+    render({ center: true });
+    return;
+  }
+  const generation = state.generation;
+  const params = { ...filterParams(), node: state.root, direction: "both", group_by: by };
+  let answer;
+  try {
+    answer = await fetchJSON("lineage", params);
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  if (generation !== state.generation || $("#group-by").value !== by) return;
+  state.grouped = { by, groups: answer.groups, edges: answer.edges };
+  render();
+}
+
+/** Groups in columns by their longest chain of flows from a group nothing flows into. */
+function groupLayout() {
+  const { groups, edges } = state.grouped;
+  const level = new Map(groups.map((g) => [g.id, 0]));
+  for (let round = 0; round < groups.length; round += 1) { // longest path, cycles cut at n rounds
+    let moved = false;
+    for (const e of edges) {
+      if (level.get(e.target) < level.get(e.source) + 1) {
+        level.set(e.target, level.get(e.source) + 1);
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  const boxes = new Map();
+  const heights = new Map();
+  for (const g of groups) {
+    const column = level.get(g.id);
+    const open = state.openGroups.has(g.id);
+    const rows = open ? Math.min(g.members.length, MEMBERS_SHOWN) + (g.members.length > MEMBERS_SHOWN ? 1 : 0) : 0;
+    const h = HEADER_H + 8 + rows * ROW_H;
+    const y = heights.get(column) ?? MARGIN;
+    boxes.set(g.id, { x: MARGIN + column * COL_W, y, h, group: g, open });
+    heights.set(column, y + h + V_GAP);
+  }
+  const columns = Math.max(0, ...level.values()) + 1;
+  return { boxes, width: MARGIN * 2 + columns * COL_W, height: Math.max(MARGIN, ...heights.values()) + MARGIN };
+}
+
+function renderGrouped() {
+  const graph = $("#graph");
+  const laid = groupLayout();
+  graph.replaceChildren();
+  graph.setAttribute("viewBox", `0 0 ${laid.width} ${laid.height}`);
+  graph.setAttribute("width", String(Math.round(laid.width * state.zoom)));
+  graph.setAttribute("height", String(Math.round(laid.height * state.zoom)));
+  svg("rect", { class: "background", x: 0, y: 0, width: laid.width, height: laid.height }, graph);
+  const edgeLayer = svg("g", { class: "edges" }, graph);
+  for (const e of state.grouped.edges) {
+    const a = laid.boxes.get(e.source);
+    const b = laid.boxes.get(e.target);
+    if (!a || !b) continue;
+    const path = svg("path", {
+      class: "edge group-edge", "stroke-width": Math.min(1.5 + Math.log2(e.flows), 8),
+      d: curve(a.x + GROUP_W, a.y + ANCHOR_Y, b.x, b.y + ANCHOR_Y),
+      "data-testid": "group-edge", "data-source": e.source, "data-target": e.target, "data-flows": e.flows,
+    }, edgeLayer);
+    svg("title", {}, path, `${e.flows} table flow${e.flows === 1 ? "" : "s"}`);
+    svg("text", { class: "edge-count", x: (a.x + GROUP_W + b.x) / 2, y: (a.y + b.y) / 2 + ANCHOR_Y - 4 },
+      edgeLayer, String(e.flows));
+  }
+  const nodeLayer = svg("g", { class: "nodes" }, graph);
+  for (const [id, box] of laid.boxes) {
+    const g = box.group;
+    const node = svg("g", {
+      class: `node cluster${g.holds_start ? " root" : ""}`, "data-testid": "group", "data-group": id,
+      "data-size": g.members.length, transform: `translate(${box.x},${box.y})`,
+    }, nodeLayer);
+    svg("rect", { class: "box", width: GROUP_W, height: box.h, rx: 6 }, node);
+    svg("text", { class: "name", x: 10, y: 18 }, node, truncate(`${state.grouped.by}: ${g.value}`, 32));
+    const inside = g.internal_flows ? ` · ${g.internal_flows} flows inside` : "";
+    svg("text", { class: "kind", x: 10, y: 34 }, node, `${g.members.length} assets${inside}`);
+    const toggle = svg("g", { class: "toggle", "data-action": "toggle-group", "data-group": id,
+      "data-testid": "group-toggle", transform: `translate(${GROUP_W - 26},6)` }, node);
+    svg("rect", { width: 20, height: 20, rx: 4 }, toggle);
+    svg("text", { x: 10, y: 15, "text-anchor": "middle" }, toggle, box.open ? "−" : "+");
+    if (!box.open) continue;
+    g.members.slice(0, MEMBERS_SHOWN).forEach((member, i) => {
+      svg("text", { class: "field", x: 14, y: HEADER_H + 14 + i * ROW_H, "data-action": "open-member",
+        "data-urn": member, "data-testid": "group-member" }, node, truncate(shortName(member), 36));
+    });
+    if (g.members.length > MEMBERS_SHOWN) {
+      svg("text", { class: "muted", x: 14, y: HEADER_H + 14 + MEMBERS_SHOWN * ROW_H }, node,
+        `… ${g.members.length - MEMBERS_SHOWN} more`);
+    }
+  }
+  $('[data-testid="node-count"]').textContent = String(state.grouped.groups.length);
+  $('[data-testid="edge-count"]').textContent = String(state.grouped.edges.length);
+  $('[data-testid="field-edge-count"]').textContent = "0";
 }
 
 function drawBox(parent, urn, box) {
@@ -1172,6 +1289,18 @@ function onGraphClick(event) {
     return;
   }
   switch (target.dataset.action) {
+    case "toggle-group": {
+      const id = target.dataset.group;
+      if (state.openGroups.has(id)) state.openGroups.delete(id);
+      else state.openGroups.add(id);
+      render();
+      break;
+    }
+    case "open-member": // back to tables, centred on that member
+      $("#group-by").value = "";
+      state.grouped = null;
+      focus(target.dataset.urn);
+      break;
     case "toggle-up": toggleSide(urn, "up"); break;
     case "toggle-down": toggleSide(urn, "down"); break;
     case "select-node": select(urn); break;
@@ -1275,6 +1404,10 @@ function init() {
   for (const selector of ["#min-confidence", "#as-of", "#direct-only", "#signals", "#transformations", "#kinds"]) {
     $(selector).addEventListener("change", onFiltersChanged);
   }
+  $("#group-by").addEventListener("change", () => {
+    state.openGroups = new Set();
+    loadGrouped();
+  });
   $("#as-of-clear").addEventListener("click", () => {
     $("#as-of").value = "";
     onFiltersChanged();
