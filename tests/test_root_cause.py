@@ -28,6 +28,12 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 BASE = NOW - timedelta(days=20)
 
 
+def soon() -> datetime:
+    """The window's end: a minute from now, when the test runs (a taint is stored at its own now,
+    which in a long suite is well after this module was imported)."""
+    return datetime.now(UTC) + timedelta(minutes=1)
+
+
 def day(n: float) -> datetime:
     return BASE + timedelta(days=n)
 
@@ -104,7 +110,7 @@ def lake(store: LineageStore, tmp_path: Path) -> Tracelake:
 
 
 def test_causes_are_the_upstream_changes_in_the_window_ranked_by_hand(lake: Tracelake) -> None:
-    view = why(lake, "rpt.kpi", since=day(10), until=NOW + timedelta(minutes=1))
+    view = why(lake, "rpt.kpi", since=day(10), until=soon())
     found = [(c.kind, c.subject, round(c.score, 4)) for c in view.causes]
     assert found == [
         ("instance_tainted", t("mart.daily"), 0.8),  # 1.0 × 0.8
@@ -128,7 +134,7 @@ def test_causes_are_the_upstream_changes_in_the_window_ranked_by_hand(lake: Trac
 
 
 def test_each_cause_carries_its_distance_and_route_down_to_the_asset(lake: Tracelake) -> None:
-    view = why(lake, "rpt.kpi", since=day(10), until=NOW + timedelta(minutes=1))
+    view = why(lake, "rpt.kpi", since=day(10), until=soon())
     failed = next(c for c in view.causes if c.kind == "run_failed")
     assert failed.distance == 2
     assert [(h.source, h.target, h.process) for h in failed.route] == [
@@ -142,7 +148,7 @@ def test_each_cause_carries_its_distance_and_route_down_to_the_asset(lake: Trace
 
 
 def test_nothing_outside_the_window_or_off_the_upstream_is_a_cause(lake: Tracelake) -> None:
-    view = why(lake, "rpt.kpi", since=day(10), until=NOW + timedelta(minutes=1))
+    view = why(lake, "rpt.kpi", since=day(10), until=soon())
     subjects = {c.subject for c in view.causes}
     assert not subjects & {p("p_other"), p("p_export"), t("stg.users"), t("stg.other")}
     assert all(c.at > day(10) for c in view.causes)
@@ -152,7 +158,7 @@ def test_nothing_outside_the_window_or_off_the_upstream_is_a_cause(lake: Tracela
 
 
 def test_depth_limits_the_walk(lake: Tracelake) -> None:
-    view = why(lake, "rpt.kpi", since=day(10), until=NOW + timedelta(minutes=1), depth=1)
+    view = why(lake, "rpt.kpi", since=day(10), until=soon(), depth=1)
     assert {c.distance for c in view.causes} <= {0, 1}
     assert p("p_users") not in {c.subject for c in view.causes}
 

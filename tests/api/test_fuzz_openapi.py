@@ -143,10 +143,18 @@ def test_the_server_is_protected_and_the_document_has_every_route(
     assert {"POST /api/v1/lineage", f"POST {API}/policies/check", f"GET {API}/privacy/requests"} <= labels
 
 
+# uvicorn's own answer to a request line it will not parse, before the application sees it
+UNPARSED = b"Invalid HTTP request received."
+
+
 def refusal_explained(ctx: Any, response: Any, case: Any) -> None:
     """A 4xx says why, in JSON: `error` (Tracelake's) or `detail` (FastAPI's validation errors);
-    and none is the 401 of a request the token did not let through."""
+    and none is the 401 of a request the token did not let through. A request line of tens of
+    kilobytes (a thousand generated node names) is refused by uvicorn in plain text before the
+    application: that refusal is the HTTP server's, and is let through."""
     assert response.status_code != 401, "the fuzzing's token was not taken"
+    if response.status_code == 400 and response.content == UNPARSED and len(response.request.url) > 16_384:
+        return
     if 400 <= response.status_code < 500:
         body = response.json()
         assert isinstance(body, dict) and ("error" in body or "detail" in body), body

@@ -22,7 +22,13 @@ from tracelake.cli.common import (
     print_error,
     short,
 )
-from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, export, write_tables
+from tracelake.cli.tabular import (
+    ListFormat,
+    OutputPath,
+    check_list_format,
+    export,
+    printed,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,9 +49,7 @@ def why(
     until: Annotated[str | None, typer.Option(help="End of the window [default: now]")] = None,
     depth: Annotated[int | None, typer.Option(help="At most this many hops upstream")] = None,
     limit: Annotated[int, typer.Option(help="Show the first N causes")] = 20,
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -62,11 +66,8 @@ def why(
         depth=depth,
         limit=limit,
     )
-    if output is OutputFormat.json:
-        print(json.dumps(view.to_json(), indent=2))
-        return
-    if output in FILE_FORMATS:
-        write_tables({"causes": view.to_json()["causes"]}, output, path)
+    document = view.to_json()
+    if printed(output, path, document, {"causes": document["causes"]}):
         return
     window = f"{view.since:%Y-%m-%d %H:%M} – {view.until:%Y-%m-%d %H:%M} UTC"
     walked = f"{view.upstream_nodes} upstream nodes and {view.upstream_processes} processes"
@@ -113,9 +114,7 @@ def critical_path(
     node: Annotated[str, typer.Argument(help="The table")],
     day: Annotated[str, typer.Option("--date", help="The day it became ready (ISO date)")],
     timezone: Annotated[str, typer.Option(help="The day's time zone")] = "UTC",
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -127,11 +126,8 @@ def critical_path(
     on = parse_day(day, "--date")
     assert on is not None
     view = find_path(open_service(db), node, on, timezone)
-    if output is OutputFormat.json:
-        print(json.dumps(view.to_json(), indent=2))
-        return
-    if output in FILE_FORMATS:
-        write_tables({"steps": [step.to_json() for step in view.steps]}, output, path)
+    document = view.to_json()
+    if printed(output, path, document, {"steps": document["steps"]}):
         return
     if view.ready_at is None:
         out.print(f"no run that writes {short(view.asset)} completed on {on} ({timezone})", highlight=False)
@@ -190,9 +186,7 @@ def check_deadlines(
     first: Annotated[str | None, typer.Option("--from", help="First day of a range")] = None,
     last: Annotated[str | None, typer.Option("--to", help="Last day of a range")] = None,
     margin: Annotated[int, typer.Option(help="Minutes to spare below which a deadline is at risk")] = 30,
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -209,11 +203,8 @@ def check_deadlines(
     start = parse_day(day or first, "--date" if day else "--from") or utcnow().date()
     end = parse_day(last, "--to") or (start if first is None else utcnow().date())
     checks = DeadlineOperations(open_service(db)).check(start, end, margin=timedelta(minutes=margin))
-    if output is OutputFormat.json:
-        print(json.dumps({"checks": [check.to_json() for check in checks]}, indent=2))
-    elif output in FILE_FORMATS:
-        write_tables({"checks": [check.to_json() for check in checks]}, output, path)
-    else:
+    rows = [check.to_json() for check in checks]
+    if not printed(output, path, {"checks": rows}, {"checks": rows}):
         table = new_table(title=f"deadlines, {start} to {end}" if end != start else f"deadlines on {start}")
         for column in ("date", "table", "due", "ready", "status", "to spare", "put at risk by"):
             table.add_column(column, overflow="fold")

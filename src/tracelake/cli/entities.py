@@ -8,8 +8,6 @@ Times without an offset are local to the entity's time zone.
 from __future__ import annotations
 
 import getpass
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,7 +25,12 @@ from tracelake.cli.common import (
     parse_time,
     print_error,
 )
-from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
+from tracelake.cli.tabular import (
+    ListFormat,
+    OutputPath,
+    check_list_format,
+    printed,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -206,9 +209,7 @@ def taint_command(
     until: Annotated[
         str | None, typer.Option(help="Plan instances that have ended by then [default: now]")
     ] = None,
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Mark the instances in the status table and clear Airflow's tasks")
@@ -235,11 +236,7 @@ def taint_command(
         airflow=airflow,
     )
     plan = taint.plan
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
-    elif output in FILE_FORMATS:
-        write_tables({"plan": plan.to_json()}, output, path)
-    else:
+    if not printed(output, path, plan.to_json(), {"plan": plan.to_json()}):
         _print_plan(plan, reason)
     if taint.applied is None:
         if output is OutputFormat.table:

@@ -24,7 +24,12 @@ from tracelake.cli.common import (
     open_service,
     out,
 )
-from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
+from tracelake.cli.tabular import (
+    ListFormat,
+    OutputPath,
+    check_list_format,
+    printed,
+)
 from tracelake.model import Confidence, Transformation
 
 if TYPE_CHECKING:
@@ -63,9 +68,7 @@ def remove_command(
 def list_command(
     label: Annotated[str | None, typer.Option(help="Only this label")] = None,
     node: Annotated[str | None, typer.Option(help="Only this node")] = None,
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -76,11 +79,7 @@ def list_command(
         {"label": a.label, "node": a.urn, "provenance": a.provenance, "from": a.source, "path": list(a.path)}
         for a in found
     ]
-    if output is OutputFormat.json:
-        print(json.dumps({"labels": rows}, indent=2))
-        return
-    if output in FILE_FORMATS:
-        write_tables({"labels": rows}, output, path)
+    if printed(output, path, {"labels": rows}, {"labels": rows}):
         return
     table = new_table(title="labels")
     for column in ("label", "node", "provenance", "from", "hops"):
@@ -252,9 +251,7 @@ def discover_export(
 
 def check_command(
     policies: Annotated[Path, typer.Argument(help="A YAML file of policies")],
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -268,10 +265,8 @@ def check_command(
         raise UserError("; ".join(str(problem) for problem in problems))
     violations = review.check(loaded)
     document = [{**vars(v), "path": list(v.path)} for v in violations]
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    elif output in FILE_FORMATS:
-        write_tables({"violations": document}, output, path)
+    if printed(output, path, document, {"violations": document}):
+        pass
     elif violations:
         table = new_table(title="policy violations")
         for column in ("policy", "kind", "violation", "path"):
@@ -287,9 +282,7 @@ def check_command(
 
 def hot_command(
     limit: Annotated[int, typer.Option(help="How many assets")] = 20,
-    output: Annotated[
-        OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")
-    ] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -301,11 +294,7 @@ def hot_command(
         {"rank": n, "asset": h.asset, "score": h.score, "reading_runs": h.reading_runs, "readers": h.readers}
         for n, h in enumerate(ranked, 1)
     ]
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps({"hottest": rows}, indent=2) + "\n")
-        return
-    if output in FILE_FORMATS:
-        write_tables({"hottest": rows}, output, path)
+    if printed(output, path, {"hottest": rows}, {"hottest": rows}):
         return
     table = new_table(title="hottest assets")
     for column in ("#", "asset", "score", "reading runs", "readers"):

@@ -29,7 +29,14 @@ from tracelake.cli.common import (
     progress_bar,
     short,
 )
-from tracelake.cli.tabular import FILE_FORMATS, OutputPath, check_list_format, write_tables
+from tracelake.cli.tabular import (
+    FILE_FORMATS,
+    ListFormat,
+    OutputPath,
+    check_list_format,
+    printed,
+    write_tables,
+)
 from tracelake.model import AssetChange, AssetRead, Confidence, EdgeVersion, Signal
 
 if TYPE_CHECKING:
@@ -41,7 +48,6 @@ if TYPE_CHECKING:
     from tracelake.graph.traverse import Direction
     from tracelake.store.reads import ReadCounts
 
-LIST_HELP = "table, json, csv, xlsx or parquet"
 ingest_app = typer.Typer(help="Collect lineage signals into the store.", no_args_is_help=True)
 
 
@@ -240,18 +246,15 @@ def impact(
     depth: Annotated[int | None, typer.Option(help="At most this many hops")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of")] = None,
     min_confidence: Annotated[Confidence | None, typer.Option()] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Downstream assets a change would touch, with their owners."""
     check_list_format(output)
     impacted = open_service(db).impact(nodes, _filters(depth, as_of, min_confidence, None, None))
-    if output is OutputFormat.json:
-        print(json.dumps({"impacted": [i.to_json() for i in impacted]}, indent=2))
-        return
-    if output in FILE_FORMATS:
-        write_tables({"impacted": [i.to_json() for i in impacted]}, output, path)
+    rows = [i.to_json() for i in impacted]
+    if printed(output, path, {"impacted": rows}, {"impacted": rows}):
         return
     table = new_table(title=f"impact of {', '.join(nodes)}")
     for column in ("asset", "distance", "owner", "layer", "via fields"):
@@ -274,7 +277,7 @@ def paths(
     target: Annotated[str, typer.Argument()],
     max_depth: Annotated[int, typer.Option(help="Longest path, in hops")] = 10,
     as_of: Annotated[str | None, typer.Option("--as-of")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -283,16 +286,13 @@ def paths(
     found = open_service(db).paths(
         source, target, max_depth=max_depth, filters=_filters(None, as_of, None, None, None)
     )
-    if output is OutputFormat.json:
-        print(json.dumps({"paths": [[e.to_json() for e in hops] for hops in found]}, indent=2))
-        return
-    if output in FILE_FORMATS:
-        rows = [
-            {"path": n, "hop": h, **e.to_json()}
-            for n, hops in enumerate(found, 1)
-            for h, e in enumerate(hops, 1)
-        ]
-        write_tables({"paths": rows}, output, path)
+    document = {"paths": [[e.to_json() for e in hops] for hops in found]}
+    rows = [
+        {"path": n, "hop": h, **e}
+        for n, hops in enumerate(document["paths"], 1)
+        for h, e in enumerate(hops, 1)
+    ]
+    if printed(output, path, document, {"paths": rows}):
         return
     for number, hops in enumerate(found, 1):
         line = " → ".join(
@@ -347,7 +347,7 @@ def show(
 def diff(
     since: Annotated[str, typer.Option("--from", help="Earlier time (ISO date/time)")],
     until: Annotated[str | None, typer.Option("--to", help="Later time [default: now]")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -387,7 +387,7 @@ def diff(
 @friendly_errors
 def problems(
     limit: Annotated[int, typer.Option(help="How many, newest first")] = 50,
-    output: Annotated[OutputFormat, typer.Option("--format", help=LIST_HELP)] = OutputFormat.table,
+    output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
@@ -395,11 +395,7 @@ def problems(
     check_list_format(output)
     recorded = open_service(db).problems(limit)
     rows = [dataclasses.asdict(problem) for problem in recorded]
-    if output is OutputFormat.json:
-        print(json.dumps({"problems": rows}, indent=2))
-        return
-    if output in FILE_FORMATS:
-        write_tables({"problems": rows}, output, path)
+    if printed(output, path, {"problems": rows}, {"problems": rows}):
         return
     table = new_table(title="recorded problems")
     for column in ("source", "where", "reason"):

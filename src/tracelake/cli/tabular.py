@@ -140,9 +140,22 @@ def export(
 
 
 LIST_FORMATS = (OutputFormat.table, OutputFormat.json, *FILE_FORMATS)
+ListFormat = Annotated[OutputFormat, typer.Option("--format", help="table, json, csv, xlsx or parquet")]
 
 
 def check_list_format(output: OutputFormat) -> None:
     """A list command's `--format`: a table, JSON or a file format; not a drawing."""
     if output not in LIST_FORMATS:
         raise UserError(f"--format must be one of {', '.join(LIST_FORMATS)} here, not {output}")
+
+
+def printed(output: OutputFormat, path: Path | None, document: Any, tables: Mapping[str, Rows]) -> bool:
+    """Print `document` as JSON or write `tables` as the file format asked for, and say so; False
+    when `output` is the command's own table, for it to print."""
+    if output is OutputFormat.json:
+        print(json.dumps(document, indent=2))
+        return True
+    if output in FILE_FORMATS:
+        write_tables(tables, output, path)
+        return True
+    return False
