@@ -35,6 +35,7 @@ from tracelake.model import Confidence, Transformation
 if TYPE_CHECKING:
     from tracelake.app.review import Review
     from tracelake.graph.discovery import Session
+    from tracelake.graph.policy import Violation
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
 
@@ -265,19 +266,22 @@ def check_command(
         raise UserError("; ".join(str(problem) for problem in problems))
     violations = review.check(loaded)
     document = [{**vars(v), "path": list(v.path)} for v in violations]
-    if printed(output, path, document, {"violations": document}):
-        pass
-    elif violations:
-        table = new_table(title="policy violations")
-        for column in ("policy", "kind", "violation", "path"):
-            table.add_column(column, overflow="fold")
-        for v in violations:
-            table.add_row(v.policy, v.kind, v.message, " → ".join(v.path))
-        out.print(table)
-    else:
-        out.print(f"{len(loaded)} policies, no violation", highlight=False)
+    if not printed(output, path, document, {"violations": document}):
+        _print_violations(violations, len(loaded))
     if violations:
         raise typer.Exit(1)
+
+
+def _print_violations(violations: list[Violation], policies: int) -> None:
+    if not violations:
+        out.print(f"{policies} policies, no violation", highlight=False)
+        return
+    table = new_table(title="policy violations")
+    for column in ("policy", "kind", "violation", "path"):
+        table.add_column(column, overflow="fold")
+    for v in violations:
+        table.add_row(v.policy, v.kind, v.message, " → ".join(v.path))
+    out.print(table)
 
 
 def hot_command(
