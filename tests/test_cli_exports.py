@@ -166,3 +166,19 @@ def test_policy_violations_hot_assets_and_a_taint_plan_as_files(db: str, tmp_pat
     code, out, _ = run(*taint, "--format", "csv", "--db", db)
     assert code == 0
     assert list(csv.DictReader(io.StringIO(out))) == [{k: text(v) for k, v in step.items()} for step in plan]
+
+
+def test_privacy_requests_and_their_audit_as_json_and_files(db: str, tmp_path: Path) -> None:
+    code, _, err = run("privacy", "access", "--user", "u-42", "--queue-only", "--db", db)
+    assert code == 0, err
+    requests = as_json("privacy", "requests", "--db", db)["requests"]
+    assert [(r["kind"], r["status"], r["id_count"]) for r in requests] == [("access", "pending", 1)]
+    assert "u-42" not in json.dumps(requests)  # a fingerprint of the ids, never the ids
+    events = as_json("privacy", "audit", "--db", db)["events"]
+    assert [(e["request"], e["event"]) for e in events] == [(requests[0]["id"], "submitted")]
+    code, out, _ = run("privacy", "audit", "--format", "csv", "--db", db)
+    assert code == 0 and list(csv.DictReader(io.StringIO(out))) == [
+        {k: text(v) for k, v in e.items()} for e in events
+    ]
+    code, _, _ = run("privacy", "requests", "--format", "xlsx", "-o", str(tmp_path / "r.xlsx"), "--db", db)
+    assert code == 0 and (tmp_path / "r.xlsx").stat().st_size > 0

@@ -21,11 +21,11 @@ from pydantic import BaseModel, Field
 from tracelake.api.deps import READ, WRITE, Moment, RequestError, actor_of, get_service
 from tracelake.api.gate import GatedJsonBodyRoute
 from tracelake.app.entities import EntityOperations
-from tracelake.app.privacy import PrivacyOperations, PrivacyRequestError
+from tracelake.app.privacy import PrivacyOperations, PrivacyRequestError, audit_json, request_json
 from tracelake.app.service import Tracelake
 
 if TYPE_CHECKING:
-    from tracelake.privacy.queue import PrivacyRequest
+    pass
 
 router = APIRouter(
     prefix="/api/tracelake/v1", tags=["entities and privacy requests"], route_class=GatedJsonBodyRoute
@@ -103,23 +103,6 @@ def taint(service: Service, actor: Actor, name: str, body: TaintRequest) -> dict
 # ---------------------------------------------------------------- privacy requests
 
 
-def _request(request: PrivacyRequest) -> dict[str, Any]:
-    return {
-        "id": request.id,
-        "kind": request.kind,
-        "requester": request.requester,
-        "status": request.status,
-        "id_count": request.id_count,
-        "subject_fingerprint": request.subject_fingerprint,
-        "datasets": list(request.datasets) if request.datasets is not None else None,
-        "submitted_at": request.submitted_at.isoformat(),
-        "started_at": request.started_at.isoformat() if request.started_at else None,
-        "ended_at": request.ended_at.isoformat() if request.ended_at else None,
-        "error": request.error,
-        "receipt": request.receipt,
-    }
-
-
 @router.post("/privacy/requests", dependencies=[WRITE], status_code=201)
 def submit(service: Service, actor: Actor, request: Request, body: Submission) -> dict[str, Any]:
     """Queue an access or delete request for one user or many."""
@@ -136,20 +119,20 @@ def submit(service: Service, actor: Actor, request: Request, body: Submission) -
         )
     except PrivacyRequestError as error:
         raise RequestError(str(error), "$") from None
-    return _request(queued)
+    return request_json(queued)
 
 
 @router.get("/privacy/requests", dependencies=[READ])
 def requests_list(
     service: Service, status: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> list[dict[str, Any]]:
-    return [_request(r) for r in PrivacyOperations(service).requests(status=status, limit=limit)]
+    return [request_json(r) for r in PrivacyOperations(service).requests(status=status, limit=limit)]
 
 
 @router.get("/privacy/requests/{request_id}", dependencies=[READ])
 def request_status(service: Service, request_id: str) -> dict[str, Any]:
     try:
-        return _request(PrivacyOperations(service).request(request_id))
+        return request_json(PrivacyOperations(service).request(request_id))
     except PrivacyRequestError as error:
         raise RequestError(str(error), status=404) from None
 
@@ -158,6 +141,6 @@ def request_status(service: Service, request_id: str) -> dict[str, Any]:
 def audit(service: Service, request_id: str) -> list[dict[str, Any]]:
     """The request's trail: submitted, started, finished or failed, with counts only."""
     return [
-        {"event": e.event, "at": e.at.isoformat(), "requester": e.requester, "details": e.details}
-        for e in PrivacyOperations(service).audit(request_id)
+        {key: value for key, value in audit_json(event).items() if key != "request"}
+        for event in PrivacyOperations(service).audit(request_id)
     ]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracelake.app.service import Tracelake
 from tracelake.privacy.identity import IdentityError
@@ -126,6 +127,45 @@ class PrivacyOperations:
     def audit(self, request_id: str | None = None, *, limit: int = 100) -> list[AuditEvent]:
         """The trail: who asked what, when, and what it touched (counts, never ids)."""
         return self.queue.audit(request_id, limit=limit)
+
+
+def request_json(request: PrivacyRequest) -> dict[str, Any]:
+    """A request as the API and `privacy requests --format json` show it: counts and a
+    fingerprint of its ids, never the ids."""
+    return {
+        "id": request.id,
+        "kind": request.kind,
+        "requester": request.requester,
+        "status": request.status,
+        "id_count": request.id_count,
+        "subject_fingerprint": request.subject_fingerprint,
+        "datasets": list(request.datasets) if request.datasets is not None else None,
+        "submitted_at": request.submitted_at.isoformat(),
+        "started_at": request.started_at.isoformat() if request.started_at else None,
+        "ended_at": request.ended_at.isoformat() if request.ended_at else None,
+        "error": request.error,
+        "receipt": request.receipt,
+    }
+
+
+def audit_json(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "request": event.request_id,
+        "event": event.event,
+        "at": event.at.isoformat(),
+        "requester": event.requester,
+        "details": event.details,
+    }
+
+
+def target_json(target: Target) -> dict[str, Any]:
+    return {
+        "dataset": target.asset,
+        "identity": list(target.identity),
+        "path": str(target.path) if target.path is not None else None,
+        "declared": target.declared,
+        "reason": list(target.reason),
+    }
 
 
 def index_dataset(path: Path, identity: Sequence[str], *, fpp: float = DEFAULT_FPP) -> WriteReport:

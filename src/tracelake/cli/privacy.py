@@ -19,6 +19,7 @@ import typer
 from tracelake.app.limits import DEFAULT_FPP, MAX_ID_LENGTH, MAX_IDS
 from tracelake.cli.common import (
     DbOption,
+    OutputFormat,
     UserError,
     err,
     friendly_errors,
@@ -27,6 +28,7 @@ from tracelake.cli.common import (
     out,
     progress_bar,
 )
+from tracelake.cli.tabular import ListFormat, OutputPath, check_list_format, printed
 from tracelake.model.textfile import read_text
 
 if TYPE_CHECKING:
@@ -170,10 +172,18 @@ def declare_command(
 
 @privacy_app.command("targets")
 @friendly_errors
-def targets_command(db: DbOption = None) -> None:
+def targets_command(
+    output: ListFormat = OutputFormat.table, path: OutputPath = None, db: DbOption = None
+) -> None:
     """The datasets privacy requests cover: declared, or reached by identities through lineage."""
+    from tracelake.app.privacy import target_json
+
+    check_list_format(output)
     with _privacy(db) as privacy:
         targets = privacy.targets()
+    rows = [target_json(target) for target in targets]
+    if printed(output, path, {"targets": rows}, {"targets": rows}):
+        return
     table = new_table(title=f"{len(targets)} privacy targets")
     for column in ("dataset", "identity columns", "searchable", "why"):
         table.add_column(column)
@@ -235,11 +245,19 @@ def run_command(
 def requests_command(
     status: Annotated[str | None, typer.Option(help="pending, running, done or failed")] = None,
     limit: Annotated[int, typer.Option(help="At most this many")] = 50,
+    output: ListFormat = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """Privacy requests, newest first."""
+    from tracelake.app.privacy import request_json
+
+    check_list_format(output)
     with _privacy(db) as privacy:
         requests = privacy.requests(status=status, limit=limit)
+    listed = [request_json(request) for request in requests]
+    if printed(output, path, {"requests": listed}, {"requests": listed}):
+        return
     table = new_table(title=f"{len(requests)} privacy requests")
     for column in ("request", "kind", "status", "requester", "ids", "submitted", "rows", "error"):
         table.add_column(column)
@@ -263,11 +281,19 @@ def requests_command(
 def audit_command(
     request: Annotated[str | None, typer.Option("--request", help="One request's events")] = None,
     limit: Annotated[int, typer.Option(help="At most this many events")] = 100,
+    output: ListFormat = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """The audit trail of privacy requests: who asked what, when, and what it touched."""
+    from tracelake.app.privacy import audit_json
+
+    check_list_format(output)
     with _privacy(db) as privacy:
         events = privacy.audit(request, limit=limit)
+    rows = [audit_json(event) for event in events]
+    if printed(output, path, {"events": rows}, {"events": rows}):
+        return
     table = new_table(title=f"{len(events)} audit events")
     for column in ("at", "request", "event", "requester", "details"):
         table.add_column(column)
