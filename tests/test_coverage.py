@@ -102,6 +102,13 @@ def test_the_history_follows_what_was_true_then(lake: Tracelake) -> None:
     # columns: on day 4 only raw.a#k and stg.x#k had been in a flow (mart.y#v's first is p3's,
     # day 4.5); day 7 adds mart.y#v and rpt.z#v; mart.y#w was only stored today
     assert [(p["columns"]["covered"], p["columns"]["total"]) for p in history] == [(1, 2), (2, 4), (2, 5)]
+    # by signal: p3 (spark) only from day 4.5; mart.y is table-level only throughout
+    assert [{s: v["covered"] for s, v in p["by_signal"].items()} for p in history] == [
+        {"sql_static": 2},
+        {"sql_static": 2, "spark_runtime": 1},
+        {"sql_static": 2, "spark_runtime": 1},
+    ]
+    assert [p["table_level_only"] for p in history] == [1, 1, 1]
 
 
 def test_timeliness_is_when_lineage_was_stored_against_when_it_was_true(lake: Tracelake) -> None:

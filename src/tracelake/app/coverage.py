@@ -212,10 +212,15 @@ def _listed(index: GraphIndex, chosen: np.ndarray) -> Listed:
 
 
 def _point(moment: datetime, arrays: CoverageArrays) -> dict[str, Any]:
+    total = int(arrays.assets.sum())
     return {
         "at": moment.isoformat(),
-        "assets": Share(int(arrays.written.sum()), int(arrays.assets.sum())).to_json(),
+        "assets": Share(int(arrays.written.sum()), total).to_json(),
         "columns": Share(int(arrays.fields_covered.sum()), int(arrays.fields.sum())).to_json(),
+        "by_signal": {
+            signal: Share(int(found.sum()), total).to_json() for signal, found in arrays.written_by.items()
+        },
+        "table_level_only": int((arrays.written & ~arrays.columns_written).sum()),
     }
 
 
