@@ -15,7 +15,7 @@ import pytest
 
 from tracelake.app.coverage import coverage
 from tracelake.app.service import Tracelake
-from tracelake.model import Asset, AssetRead, Field, FlowEdge, LineageBatch, Signal
+from tracelake.model import Asset, AssetRead, Field, FlowEdge, InputError, LineageBatch, Signal
 from tracelake.store import LineageStore
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -120,3 +120,9 @@ def test_timeliness_is_when_lineage_was_stored_against_when_it_was_true(lake: Tr
     assert abs(lags["sql_static"]["median_seconds"] - expected) < 60
     assert lags["spark_runtime"]["observations"] == 1  # p3, true on day 4.5
     assert abs(lags["spark_runtime"]["max_seconds"] - (expected - 3.5 * 86400)) < 60
+
+
+def test_a_history_reaching_before_year_one_is_a_user_error(lake: Tracelake) -> None:
+    # found by the OpenAPI fuzzing: GET /coverage?at=0021-07-11T13:22:47Z&history=46&every_days=281
+    with pytest.raises(InputError, match=r"is not a date \(years 1 to 9999\)"):
+        coverage(lake, at=datetime(21, 7, 11, 13, 22, 47, tzinfo=UTC), points=46, every=timedelta(days=281))

@@ -211,3 +211,10 @@ def test_deadline_files_with_mistakes_store_nothing(lake: Tracelake, tmp_path: P
     assert operations.deadlines() == []
     with pytest.raises(InputError, match="no deadlines in the store"):
         operations.check(DAY)
+
+
+def test_days_at_the_ends_of_the_calendar_are_user_errors(lake: Tracelake) -> None:
+    with pytest.raises(InputError, match="years 1 to 9999"):
+        critical_path(lake, "rpt.r", date(9999, 12, 31))
+    with pytest.raises(InputError, match="has no UTC equivalent"):
+        critical_path(lake, "rpt.r", date(1, 1, 1), "Asia/Tokyo")

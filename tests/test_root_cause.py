@@ -168,3 +168,8 @@ def test_an_empty_window_or_unknown_asset_is_a_user_error(lake: Tracelake) -> No
         why(lake, "rpt.kpi", since=day(10), until=day(9))
     with pytest.raises(InputError):
         why(lake, "no_such.table")
+
+
+def test_a_window_before_year_one_is_a_user_error(lake: Tracelake) -> None:
+    with pytest.raises(InputError, match="years 1 to 9999"):
+        why(lake, "rpt.kpi", until=datetime(1, 1, 3, tzinfo=UTC))

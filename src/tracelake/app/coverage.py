@@ -31,7 +31,7 @@ import numpy as np
 from tracelake.app.service import Tracelake
 from tracelake.graph.coverage import CoverageArrays, coverage_arrays
 from tracelake.graph.index import SIGNALS, GraphIndex, positions_of
-from tracelake.model import InputError, utcnow
+from tracelake.model import InputError, shifted, utcnow
 from tracelake.store.coverage import asset_groups, first_seen, observation_lags, read_assets
 from tracelake.store.schema import to_micros
 
@@ -141,7 +141,7 @@ def coverage(
     view = _view(index, arrays, moment, groups, _read_by_runs(index, store, at_us))
     view.timeliness = _timeliness(index, service, moment)
     for k in range(points, 0, -1):
-        earlier = moment - k * every
+        earlier = shifted(moment, -k * every)
         past = coverage_arrays(index, node_seen <= to_micros(earlier), to_micros(earlier))
         view.history.append(_point(earlier, past))
     view.history.append(_point(moment, arrays))
@@ -228,7 +228,7 @@ def _timeliness(index: GraphIndex, service: Tracelake, moment: datetime) -> dict
     """Each signal's lag, over the observations true in the `TIMELINESS_WINDOW` before `moment`;
     an observation's signal is that of its process's first edge."""
     process_ids, lags = observation_lags(
-        service.store, to_micros(moment - TIMELINESS_WINDOW), to_micros(moment)
+        service.store, to_micros(shifted(moment, -TIMELINESS_WINDOW)), to_micros(moment)
     )
     if not len(lags):
         return {}

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tracelake.app.service import Tracelake
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.upstream_window import flows_into
-from tracelake.model import InputError
+from tracelake.model import InputError, shifted
 from tracelake.store.events import RunRecord
 from tracelake.store.schema import to_micros
 from tracelake.store.timeline import RunsInWindow, runs_in_window
@@ -99,8 +99,12 @@ def critical_path(service: Tracelake, name: str, day: date, timezone: str = "UTC
     (urn,) = service.resolve([name], index)
     position = index.positions[urn]
     lo = datetime.combine(day, time.min, tz)
-    hi = lo + timedelta(days=1)
-    writers = {process for _, process in flows_into(index, position, to_micros(lo), to_micros(hi))}
+    hi = shifted(lo, timedelta(days=1))
+    try:
+        lo_us, hi_us = to_micros(lo), to_micros(hi)
+    except OverflowError:  # the first or last day of the calendar, in a zone off UTC
+        raise InputError(f"{day} in {timezone} has no UTC equivalent (years 1 to 9999)") from None
+    writers = {process for _, process in flows_into(index, position, lo_us, hi_us)}
     walk = _Walk(service, index, tz)
     first = walk.first_ready(writers, lo, hi)
     view = CriticalPathView(urn, day, timezone, None)
@@ -167,6 +171,7 @@ class _Walk:
         """The run the step's run waited for: of the runs that wrote its inputs and became ready
         before it started, the last; with its process and the input it wrote."""
         start = step.started_at or step.ready_at
+        since = shifted(start, -LOOKBACK)
         at = to_micros(start)
         inputs = {
             source
@@ -175,15 +180,11 @@ class _Walk:
         }
         wrote: dict[int, int] = {}  # writer → the first input it writes
         for source in sorted(inputs):
-            for _, writer in flows_into(self.index, source, to_micros(start - LOOKBACK), at):
+            for _, writer in flows_into(self.index, source, to_micros(since), at):
                 wrote.setdefault(writer, source)
         if not wrote:
             return None
-        done = [
-            (run, writer)
-            for run, writer in self.runs(set(wrote), start - LOOKBACK, start)
-            if _ready(run) <= start
-        ]
+        done = [(run, writer) for run, writer in self.runs(set(wrote), since, start) if _ready(run) <= start]
         if not done:
             return None
         run, writer = max(done, key=lambda found: (_ready(found[0]), found[0].run_id))

@@ -21,7 +21,7 @@ from typing import Any
 from tracelake.app.service import Tracelake
 from tracelake.graph.index import GraphIndex
 from tracelake.graph.upstream_window import UpstreamWindow, upstream_window
-from tracelake.model import AssetChange, InputError, Lifecycle, UnknownNodeError, utcnow
+from tracelake.model import AssetChange, InputError, Lifecycle, UnknownNodeError, shifted, utcnow
 from tracelake.store.schema import from_micros, to_micros
 from tracelake.store.timeline import runs_in_window, version_starts
 from tracelake.temporal.instances import EntityStore
@@ -130,7 +130,7 @@ def why(
 ) -> RootCauseView:
     """What changed upstream of `name` (an asset or a column) within [since, until], ranked."""
     until = until or utcnow()
-    since = since or until - DEFAULT_WINDOW
+    since = since or shifted(until, -DEFAULT_WINDOW)
     if since >= until:
         raise InputError(f"the window is empty: since {since.isoformat()} is not before {until.isoformat()}")
     if depth is not None and depth < 0:

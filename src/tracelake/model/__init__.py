@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -173,6 +173,18 @@ def utcnow() -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """Naive datetimes are taken as UTC, so times from logs and users compare."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def shifted(moment: datetime, delta: timedelta) -> datetime:
+    """`moment + delta`, or an `InputError` when that falls outside the years 1 to 9999 (a
+    window or a history asked about reaching past what a date can hold)."""
+    try:
+        return moment + delta
+    except OverflowError:
+        sign = "+" if delta >= timedelta(0) else "-"
+        raise InputError(
+            f"{moment.isoformat()} {sign} {abs(delta)} is not a date (years 1 to 9999)"
+        ) from None
 
 
 def fingerprint(*parts: str) -> str:
