@@ -31,6 +31,7 @@ from tracelake.store.sqlstore import LineageStore
 # how many of the events naming it are read at most: a bound on a request's work.
 _PAGE = 50
 _MENTIONS = 1000
+_MOST_ROWS = 2**62
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,8 @@ def list_events(
     if before is not None:
         where.append(e.c.event_time < to_micros(before))
     order = (e.c.event_time.desc(), e.c.id.desc()) if descending else (e.c.event_time, e.c.id)
+    # past any store's size, a page is the same; past 64 bits the databases refuse the number
+    limit, offset = min(limit, _MOST_ROWS), min(offset, _MOST_ROWS)
     page = sa.select(e.c.body).where(*where).order_by(*order).limit(limit).offset(offset)
     with store.engine.connect() as conn:
         events = [dict(body) for body in conn.execute(page).scalars()]
