@@ -39,6 +39,7 @@ bench:
 	$(BIN)/python bench/taint_plan.py
 	$(BIN)/python bench/discovery.py
 	$(BIN)/python bench/probes.py
+	$(BIN)/python bench/answers.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache .hypothesis
