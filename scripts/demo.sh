@@ -34,6 +34,18 @@ step "Impact of changing dating.user_profile"
 step "How did the lineage change on 2024-03-12?"
 "$tl" diff --from 2024-03-11 --to 2024-03-12
 
+step "Why might safety_training_tbl look different on 2024-03-12? What changed upstream, ranked"
+"$tl" why dating.safety_training_tbl --since 2024-03-12 --until 2024-03-13
+
+step "Which upstream runs decided when ads.user_segments was ready on 2024-03-12; its deadline"
+"$tl" critical-path ads.user_segments --date 2024-03-12
+"$tl" deadlines load "$example/deadlines.yml"
+"$tl" deadlines check --date 2024-03-12 || echo "(tracelake deadlines check exited $?: a deadline was missed)"
+
+step "How much of the lake does lineage see, and the lineage of user_profile by kind of asset"
+"$tl" coverage
+"$tl" lineage dating.user_profile --down --group-by kind
+
 step "The safety training table as it was on 2024-03-10 vs now"
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --as-of 2024-03-10 --format mermaid
 "$tl" lineage dating.safety_training_tbl --up --depth 1 --format mermaid
