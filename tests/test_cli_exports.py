@@ -182,3 +182,29 @@ def test_privacy_requests_and_their_audit_as_json_and_files(db: str, tmp_path: P
     ]
     code, _, _ = run("privacy", "requests", "--format", "xlsx", "-o", str(tmp_path / "r.xlsx"), "--db", db)
     assert code == 0 and (tmp_path / "r.xlsx").stat().st_size > 0
+
+
+def test_entities_and_their_status_as_json_and_files(db: str, tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "entities" / "events.yml"
+    assert run("entities", "load", str(example), "--db", db)[0] == 0
+    entities = as_json("entities", "list", "--db", db)
+    names = [e["name"] for e in entities]
+    assert (
+        names.index("events") < names.index("daily_sessions") < names.index("weekly_engagement")
+    )  # upstream first
+    code, _, _ = run("entities", "list", "--format", "parquet", "-o", str(tmp_path / "e.parquet"), "--db", db)
+    assert code == 0 and [row["name"] for row in pq.read_table(tmp_path / "e.parquet").to_pylist()] == [
+        e["name"] for e in entities
+    ]
+    taint = ("taint", "events", "--from", "2024-03-13T05:00", "--to", "2024-03-13T07:00", "--reason", "dup")
+    assert run(*taint, "--apply", "--actor", "ana", "--db", db)[0] == 0
+    hours = ("--from", "2024-03-13T05:00", "--to", "2024-03-13T07:00")
+    status = as_json("status", "events", *hours, "--db", db)
+    assert [(s["instance"], s["valid"], s["reason"], s["actor"]) for s in status] == [
+        ("2024-03-13T05:00:00+00:00", False, "dup", "ana"),  # the hours tainted, labelled as instances are
+        ("2024-03-13T06:00:00+00:00", False, "dup", "ana"),
+    ]
+    code, out, _ = run("status", "events", *hours, "--format", "csv", "--db", db)
+    assert code == 0 and list(csv.DictReader(io.StringIO(out))) == [
+        {k: text(v) for k, v in s.items()} for s in status
+    ]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from tracelake.api.deps import READ, WRITE, Moment, RequestError, actor_of, get_service
 from tracelake.api.gate import GatedJsonBodyRoute
-from tracelake.app.entities import EntityOperations
+from tracelake.app.entities import EntityOperations, status_json
 from tracelake.app.privacy import PrivacyOperations, PrivacyRequestError, audit_json, request_json
 from tracelake.app.service import Tracelake
 
@@ -67,20 +67,7 @@ def status(
 ) -> list[dict[str, Any]]:
     """Instances starting in [from, to): states, valid or tainted, why, by whom, when."""
     entity, rows = EntityOperations(service).status(name, start=start, end=end, at=at)
-    return [
-        {
-            "instance": entity.label(row.start),
-            "start": row.start,
-            "end": row.end,
-            "states": list(row.states),
-            "valid": row.valid,
-            "reason": row.reason,
-            "actor": row.actor,
-            "changed_at": row.changed_at.isoformat(),
-            "run_id": row.run_id,
-        }
-        for row in rows
-    ]
+    return [status_json(entity, row) for row in rows]
 
 
 @router.post("/entities/{name}/taint", dependencies=[WRITE])

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from tracelake.app.entity_lineage import LinkFinding, link_lineage
@@ -161,6 +162,21 @@ class EntityOperations:
     def link(self) -> list[LinkFinding]:
         """The entity graph checked against observed lineage."""
         return link_lineage(self.graph(), self.service)
+
+
+def status_json(entity: Entity, row: InstanceStatus) -> dict[str, Any]:
+    """An instance's status as the API and `entities status --format json` show it."""
+    return {
+        "instance": entity.label(row.start),
+        "start": row.start,
+        "end": row.end,
+        "states": list(row.states),
+        "valid": row.valid,
+        "reason": row.reason,
+        "actor": row.actor,
+        "changed_at": row.changed_at.isoformat(),
+        "run_id": row.run_id,
+    }
 
 
 def entity_of(graph: EntityGraph, name: str) -> Entity:

@@ -92,9 +92,15 @@ def load_command(
 
 @entities_app.command("list")
 @friendly_errors
-def list_command(db: DbOption = None) -> None:
+def list_command(
+    output: ListFormat = OutputFormat.table, path: OutputPath = None, db: DbOption = None
+) -> None:
     """The stored entities, upstream first."""
+    check_list_format(output)
     graph = open_entities(db).graph()
+    rows = [graph.entities[name].to_dict() for name in graph.order]
+    if printed(output, path, rows, {"entities": rows}):
+        return
     table = new_table(title="entities")
     for column in ("entity", "period", "kind", "time zone", "states", "depends on", "airflow"):
         table.add_column(column, overflow="fold")
@@ -137,10 +143,18 @@ def status_command(
     at: Annotated[str | None, typer.Option(help="As the table was at this moment (ISO)")] = None,
     start: Annotated[str | None, typer.Option("--from", help="Instances from this time")] = None,
     end: Annotated[str | None, typer.Option("--to", help="Instances before this time")] = None,
+    output: ListFormat = OutputFormat.table,
+    path: OutputPath = None,
     db: DbOption = None,
 ) -> None:
     """The status of an entity's instances: states held, valid or tainted, who, when and why."""
+    from tracelake.app.entities import status_json
+
+    check_list_format(output)
     subject, rows = open_entities(db).status(entity, start=start, end=end, at=parse_time(at, "--at"))
+    listed = [status_json(subject, row) for row in rows]
+    if printed(output, path, listed, {"instances": listed}):
+        return
     if not rows:
         out.print(f"no instance of {entity} on record" + (f" at {at}" if at else ""), highlight=False)
         return
