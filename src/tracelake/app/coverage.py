@@ -34,6 +34,7 @@ from tracelake.graph.index import SIGNALS, GraphIndex, positions_of
 from tracelake.model import InputError, shifted, utcnow
 from tracelake.store.coverage import asset_groups, first_seen, observation_lags, read_assets
 from tracelake.store.schema import to_micros
+from tracelake.store.sqlstore import LineageStore
 
 LISTED = 20  # names of each list kept in the view (the counts cover them all)
 TIMELINESS_WINDOW = timedelta(days=30)
@@ -148,7 +149,7 @@ def coverage(
     return view
 
 
-def _known_since(index: GraphIndex, store: Any) -> np.ndarray:
+def _known_since(index: GraphIndex, store: LineageStore) -> np.ndarray:
     """When each node (by position) entered the lake, epoch µs: the earlier of when the store
     first saw it and when a flow into or out of it was first true (a log read today tells of
     tables that were there long before)."""
@@ -164,7 +165,7 @@ def _known_since(index: GraphIndex, store: Any) -> np.ndarray:
     return known
 
 
-def _read_by_runs(index: GraphIndex, store: Any, at_us: int | None) -> np.ndarray:
+def _read_by_runs(index: GraphIndex, store: LineageStore, at_us: int | None) -> np.ndarray:
     read = np.zeros(index.n_nodes, dtype=bool)
     positions = positions_of(index.node_ids, read_assets(store, at_us))
     read[positions[positions >= 0]] = True

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from tracelake.app.service import Tracelake
 from tracelake.graph.index import GraphIndex
@@ -30,6 +30,7 @@ from tracelake.model import InputError, shifted
 from tracelake.store.events import RunRecord
 from tracelake.store.schema import to_micros
 from tracelake.store.timeline import RunsInWindow, runs_in_window
+from tracelake.temporal.definitions import time_zone
 
 LOOKBACK = timedelta(days=1)
 USUAL = timedelta(days=7)
@@ -86,10 +87,10 @@ class CriticalPathView:
 
 
 def zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InputError(f"unknown time zone {name!r} (an IANA name, e.g. UTC or Europe/Paris)") from None
+    found = time_zone(name)
+    if found is None:
+        raise InputError(f"unknown time zone {name!r} (an IANA name, e.g. UTC or Europe/Paris)")
+    return found
 
 
 def critical_path(service: Tracelake, name: str, day: date, timezone: str = "UTC") -> CriticalPathView:
@@ -220,7 +221,7 @@ class _Walk:
 
 
 def _ready(run: RunRecord) -> datetime:
-    moment = run.ended_at or run.started_at
+    moment = run.moment
     assert moment is not None  # runs() keeps only runs that know one
     return moment
 

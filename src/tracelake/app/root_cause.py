@@ -210,11 +210,11 @@ class _Findings:
         for process_id, runs in found.runs.items():
             node = writes[position[process_id]]
             completed = [run.moment for run in runs if run.status == "COMPLETE" and run.moment is not None]
+            recovered = max(completed, default=None)  # the process's last completed run in the window
             usual = found.usual_seconds(process_id)
             for run in runs:
                 at = run.moment or self.since
                 if run.status in _FAILED:
-                    recovered = max(completed, default=None)
                     if recovered is not None and recovered > at:
                         detail = f"{run.status}; a later run completed at {recovered.isoformat()}"
                         self.add(
@@ -267,11 +267,12 @@ class _Findings:
             self.add(kind, change.target, process, at, f"{target} {verb} {source}", route=route)
 
     def _taints(self) -> None:
-        tainted = EntityStore(self.service.store).tables.tainted_between(self.since, self.until)
+        entities = EntityStore(self.service.store)
+        tainted = entities.tables.tainted_between(self.since, self.until)
         if not tainted:
             return
         assets: dict[str, str] = {}
-        for name, entity in EntityStore(self.service.store).definitions().items():
+        for name, entity in entities.definitions().items():
             if entity.asset is None:
                 continue
             try:

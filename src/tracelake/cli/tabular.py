@@ -12,11 +12,12 @@ renamed into it, so a failed write leaves what was there.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,24 +48,22 @@ def write_tables(tables: Mapping[str, Rows], output: OutputFormat, path: Path | 
         return
     assert path is not None
     if output is OutputFormat.xlsx:
-        _replace(path, lambda staged: _write_xlsx(tables, staged))
-        written = [path]
-    elif len(tables) == 1:
-        rows = next(iter(tables.values()))
-        _replace(path, lambda staged: _write_one(rows, output, staged))
+        _replace(path, functools.partial(_write_xlsx, tables))
         written = [path]
     else:
-        path.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, rows in tables.items():
-            target = path / f"{name}.{output}"
-            _replace(target, lambda staged, rows=rows: _write_one(rows, output, staged))
-            written.append(target)
+        if len(tables) == 1:
+            files = {path: next(iter(tables.values()))}
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            files = {path / f"{name}.{output}": rows for name, rows in tables.items()}
+        for target, rows in files.items():
+            _replace(target, functools.partial(_write_one, rows, output))
+        written = list(files)
     total = sum(len(rows) for rows in tables.values())
     out.print(f"wrote {total:,} rows to {', '.join(str(p) for p in written)}", highlight=False)
 
 
-def _replace(path: Path, write: Any) -> None:
+def _replace(path: Path, write: Callable[[Path], None]) -> None:
     """`write(staged)` into a file beside `path`, then renamed onto it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, staged = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -62,7 +62,7 @@ def upstream_window(
     while len(frontier) and (depth is None or len(levels) <= depth):
         slots, _ = gather_slots(adj, frontier)
         edges = adj.edges[slots]
-        keep = (index.edge_valid_from[edges] <= until_us) & (index.edge_valid_to[edges] > since_us)
+        keep = _in_force(index, edges, since_us, until_us)
         slots, edges = slots[keep], edges[keep]
         crossed.append(edges)
         neighbours = adj.neighbours[slots]
@@ -100,9 +100,8 @@ def _input_changes(index: GraphIndex, reached: np.ndarray, since_us: int, until_
     if len(edges) == 0:
         return []
     source, target = index.edge_source[edges], index.edge_target[edges]
-    valid_from, valid_to = index.edge_valid_from[edges], index.edge_valid_to[edges]
-    at_since = (valid_from <= since_us) & (since_us < valid_to)
-    at_until = (valid_from <= until_us) & (until_us < valid_to)
+    at_since = _in_force(index, edges, since_us, since_us)
+    at_until = _in_force(index, edges, until_us, until_us)
     keys = target * index.n_nodes + source
     order = np.argsort(keys, kind="stable")
     keys, at_since, at_until = keys[order], at_since[order], at_until[order]
@@ -137,6 +136,12 @@ def flows_into(index: GraphIndex, node: int, since_us: int, until_us: int) -> li
     """(source, process) of every flow into `node` in force at some moment of [since, until]."""
     slots, _ = gather_slots(index.upstream, np.array([node], dtype=np.int64))
     edges = index.upstream.edges[slots]
-    edges = edges[(index.edge_valid_from[edges] <= until_us) & (index.edge_valid_to[edges] > since_us)]
+    edges = edges[_in_force(index, edges, since_us, until_us)]
     pairs = zip(index.edge_source[edges].tolist(), index.edge_process[edges].tolist(), strict=True)
     return list(dict.fromkeys(pairs))
+
+
+def _in_force(index: GraphIndex, edges: np.ndarray, since_us: int, until_us: int) -> np.ndarray:
+    """Which edge versions were in force at some moment of [since, until] (at one moment when the
+    two are equal)."""
+    return (index.edge_valid_from[edges] <= until_us) & (index.edge_valid_to[edges] > since_us)

@@ -18,10 +18,9 @@ from dataclasses import asdict, dataclass
 from datetime import time
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tracelake.model import Problem
-from tracelake.temporal.definitions import definition_files, yaml_items
+from tracelake.temporal.definitions import definition_files, time_zone, yaml_items
 
 _KEYS = {"asset", "by", "timezone", "owner"}
 
@@ -64,7 +63,7 @@ def load_deadlines(paths: Iterable[Path]) -> tuple[list[Deadline], list[Problem]
                     reason = "a deadline needs `asset:`, the table it is for"
                 elif _time_of(by) is None:
                     reason = f"`by:` must be a time of day as HH:MM, not {by!r}"
-                elif not _zone_known(timezone):
+                elif time_zone(timezone) is None:
                     reason = f"unknown time zone {timezone!r} (an IANA name, e.g. UTC or Europe/Paris)"
                 elif owner is not None and not isinstance(owner, str):
                     reason = "`owner:` must be text"
@@ -90,13 +89,3 @@ def _time_of(value: Any) -> time | None:
         except ValueError:
             return None
     return None
-
-
-def _zone_known(name: Any) -> bool:
-    if not isinstance(name, str):
-        return False
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True

@@ -78,6 +78,16 @@ def _construct_located(loader: _LineLoader, node: yaml.MappingNode) -> Located:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_located)
 
 
+def time_zone(name: Any) -> ZoneInfo | None:
+    """The IANA time zone `name` names, or None when it names none."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
 def definition_files(path: Path) -> list[Path]:
     """The YAML files of `path`: itself, or every `*.yml`/`*.yaml` under it, sorted."""
     if path.is_dir():
@@ -220,10 +230,8 @@ def _parse_entity(item: Located, source: str, problems: list[Problem]) -> Entity
                 )
             period = _choice(Period, item["period"], line_of("period"), f"{name}: period")
         timezone = str(item.get("timezone", "UTC"))
-        try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise _Invalid(line_of("timezone"), f"{name}: unknown time zone {timezone!r}") from None
+        if time_zone(timezone) is None:
+            raise _Invalid(line_of("timezone"), f"{name}: unknown time zone {timezone!r}")
         week_start = None
         if "week_start" in item:
             text = str(item["week_start"]).lower()
