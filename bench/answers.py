@@ -20,7 +20,7 @@ runs, version starts and ALTERs of what it reached. It ranks nothing and finds n
 input change or route; where both answer they must agree (checked for every start).
 (b) `critical_path(service, start, 2024-06-30)`. Baseline: the same walk written as SQL a step
 (the writers of the table that day, their first completed run; then, step by step, the inputs
-of the run's process at its start, their writers, and the run of those that completed last
+of the run's process while it ran, their writers, and the run of those that completed last
 before it), in Python over sqlite3. Both must find the same runs.
 Target (issue 23): each ≤ 200 ms.
 """
@@ -208,7 +208,7 @@ def sql_critical_path(db: sqlite3.Connection, start: str) -> list[str]:
             for row in db.execute(
                 "SELECT DISTINCT source_id FROM edges WHERE target_id = ? AND process_id = ? "
                 "AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) AND source_id != ?",
-                (asset, run[1], began, began, asset),
+                (asset, run[1], run[3], began, asset),
             )
         ]
         if not inputs:

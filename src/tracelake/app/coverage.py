@@ -14,8 +14,8 @@ At a moment (now, or any past one: the store is temporal) it counts:
   (`process_observations`: when it was true, when it was first stored), median, p90 and max;
 - the history: the same shares at earlier moments, `every` apart.
 
-A node counts from when it entered the lake: the earlier of when the store first saw it and when
-a flow into or out of it was first true.
+A node counts from when it entered the lake: the earliest of when the store first saw it, when a
+flow into or out of it was first true, and when a run first read it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tracelake.app.service import Tracelake
 from tracelake.graph.coverage import CoverageArrays, coverage_arrays
 from tracelake.graph.index import SIGNALS, GraphIndex, positions_of
 from tracelake.model import InputError, shifted, utcnow
-from tracelake.store.coverage import asset_groups, first_seen, observation_lags, read_assets
+from tracelake.store.coverage import asset_groups, first_reads, first_seen, observation_lags
 from tracelake.store.schema import to_micros
 from tracelake.store.sqlstore import LineageStore
 
@@ -134,12 +134,13 @@ def coverage(
         raise InputError("the history's step must be positive")
     index = service.index()
     store = service.store
-    node_seen = _known_since(index, store)
+    first_read = _first_read(index, store)
+    node_seen = _known_since(index, store, first_read)
     groups = asset_groups(store)
     moment = at or utcnow()
     at_us = None if at is None else to_micros(at)
     arrays = coverage_arrays(index, node_seen <= to_micros(moment), at_us)
-    view = _view(index, arrays, moment, groups, _read_by_runs(index, store, at_us))
+    view = _view(index, arrays, moment, groups, first_read <= to_micros(moment))
     view.timeliness = _timeliness(index, service, moment)
     for k in range(points, 0, -1):
         earlier = shifted(moment, -k * every)
@@ -149,14 +150,14 @@ def coverage(
     return view
 
 
-def _known_since(index: GraphIndex, store: LineageStore) -> np.ndarray:
-    """When each node (by position) entered the lake, epoch µs: the earlier of when the store
-    first saw it and when a flow into or out of it was first true (a log read today tells of
-    tables that were there long before)."""
-    known = np.full(index.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+def _known_since(index: GraphIndex, store: LineageStore, first_read: np.ndarray) -> np.ndarray:
+    """When each node (by position) entered the lake, epoch µs: the earliest of when the store
+    first saw it, when a flow into or out of it was first true and when a run first read it (a log
+    read today tells of tables that were there long before)."""
+    known = first_read.copy()
     ids, seen = first_seen(store)
     found = positions_of(index.node_ids, ids)
-    known[found[found >= 0]] = seen[found >= 0]
+    np.minimum.at(known, found[found >= 0], seen[found >= 0])
     for ends in (index.edge_source, index.edge_target):
         np.minimum.at(known, ends, index.edge_valid_from)
     fields = index.asset_of >= 0
@@ -165,11 +166,13 @@ def _known_since(index: GraphIndex, store: LineageStore) -> np.ndarray:
     return known
 
 
-def _read_by_runs(index: GraphIndex, store: LineageStore, at_us: int | None) -> np.ndarray:
-    read = np.zeros(index.n_nodes, dtype=bool)
-    positions = positions_of(index.node_ids, read_assets(store, at_us))
-    read[positions[positions >= 0]] = True
-    return read
+def _first_read(index: GraphIndex, store: LineageStore) -> np.ndarray:
+    """When a run first read each node (by position) without writing from it; never: the largest µs."""
+    first = np.full(index.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+    ids, at = first_reads(store)
+    positions = positions_of(index.node_ids, ids)
+    first[positions[positions >= 0]] = at[positions >= 0]
+    return first
 
 
 def _view(

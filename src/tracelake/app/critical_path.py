@@ -3,9 +3,9 @@
 
 A table is ready on a day when the first run of a process that writes it completes that day: at
 its end, or at its start for a signal that only knows when a run started (a SQL log's). Going
-upstream, each run waited for the inputs its process reads: of the runs that wrote them and
-became ready before it started (within `LOOKBACK`), the one that became ready last is the one it
-waited for, the next step up. The path stops where no such run is found (a source, or inputs
+upstream, each run waited for the inputs its process read while it ran: of the runs that wrote
+them and became ready before it started (within `LOOKBACK`), the one that became ready last is
+the one it waited for, the next step up. The path stops where no such run is found (a source, or inputs
 written long before).
 
 Each step is set beside what is usual for its process, from its completed runs in the `USUAL`
@@ -174,9 +174,11 @@ class _Walk:
         start = step.started_at or step.ready_at
         since = shifted(start, -LOOKBACK)
         at = to_micros(start)
+        # what the process read in this run: its flows in force while it ran (a producer such as
+        # OpenLineage's says them when the run completes, so they begin at its end, not its start)
         inputs = {
             source
-            for source, by in flows_into(self.index, asset, at, at)
+            for source, by in flows_into(self.index, asset, at, to_micros(step.ready_at))
             if by == process and source != asset
         }
         wrote: dict[int, int] = {}  # writer → the first input it writes

@@ -30,14 +30,14 @@ def asset_groups(store: LineageStore) -> dict[int, tuple[str | None, str | None]
         return {row.id: (row.owner, row.layer) for row in conn.execute(query)}
 
 
-def read_assets(store: LineageStore, until_us: int | None = None) -> np.ndarray:
-    """Ids of the assets runs read without writing from them (by `until_us`, when given)."""
+def first_reads(store: LineageStore) -> tuple[np.ndarray, np.ndarray]:
+    """(asset ids, when a run first read each without writing from it, epoch µs)."""
     r = s.asset_reads
-    query = sa.select(r.c.asset_id).distinct()
-    if until_us is not None:
-        query = query.where(r.c.at <= until_us)
+    query = sa.select(r.c.asset_id, sa.func.min(r.c.at)).group_by(r.c.asset_id)
     with store.engine.connect() as conn:
-        return np.array(conn.execute(query).scalars().all(), dtype=np.int64)
+        rows = conn.execute(query).all()
+    found = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    return found[:, 0], found[:, 1]
 
 
 def observation_lags(store: LineageStore, since_us: int, until_us: int) -> tuple[np.ndarray, np.ndarray]:
