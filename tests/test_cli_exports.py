@@ -105,41 +105,53 @@ def test_file_formats_need_a_place_and_drawings_are_for_graphs(db: str) -> None:
     assert code == 2 and "--format must be one of table, json, csv, xlsx, parquet here, not mermaid" in err
 
 
-def test_export_writes_the_store_as_tables_spark_reads(db: str, tmp_path: Path, spark: Any) -> None:
+def test_export_writes_the_store_as_lake_tables_spark_reads(db: str, tmp_path: Path, spark: Any) -> None:
+    from tracelake.graph.spark.lake import read_lake
     from tracelake.store import LineageStore
 
-    code, out, err = run("export", str(tmp_path / "graph"), "--db", db)
+    folder = tmp_path / "graph"
+    code, out, err = run("export", str(folder), "--db", db)
     assert code == 0, err
     with LineageStore(db) as store:
-        counts = store.counts()
+        counts, version = store.counts(), store.graph_version()
+    assert f"snapshot 0 (everything, graph version {version})" in out
     assert f"edges {counts['edge_versions']:,}" in out
-    folder = tmp_path / "graph"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "edges.parquet",
-        "nodes.parquet",
-        "runs.parquet",
-        "versions.parquet",
+        "_lake.json",
+        "assets",
+        "edge_deletes",
+        "edges",
+        "labels",
+        "nodes",
+        "reads",
+        "runs",
+        "versions",
     ]
-    nodes = spark.read.parquet(str(folder / "nodes.parquet"))
-    edges = spark.read.parquet(str(folder / "edges.parquet"))
-    assert edges.count() == counts["edge_versions"]
-    assert nodes.count() == counts["asset"] + counts["field"] + counts["process"]
-    assert spark.read.parquet(str(folder / "runs.parquet")).count() == 33  # one a job and day of the log
-    # the training table's inputs now, in Spark SQL over the export, are those `show` lists
-    nodes.createOrReplaceTempView("nodes")
-    edges.createOrReplaceTempView("edges")
+    graph = read_lake(spark, folder)
+    assert graph.edges.count() == counts["edge_versions"]
+    assert graph.nodes.count() == counts["asset"] + counts["field"] + counts["process"]
+    runs = spark.read.parquet(str(folder / "runs" / "seq=0"))
+    assert runs.count() == 33  # one a job and day of the log
+    # the training table's inputs now, in Spark SQL over the lake, are those `show` lists
+    graph.nodes.createOrReplaceTempView("nodes")
+    graph.edges.createOrReplaceTempView("edges")
     inputs = spark.sql(
-        "SELECT DISTINCT e.source FROM edges e JOIN nodes n ON n.urn = e.source "
-        f"WHERE e.target = 'hive.table/{TRAINING}' AND e.valid_to IS NULL AND n.node_type = 'asset'"
+        "SELECT DISTINCT s.urn FROM edges e "
+        "JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
+        f"WHERE t.urn = 'hive.table/{TRAINING}' AND e.valid_to IS NULL AND s.node_type = 'asset'"
     ).collect()
     shown = as_json("show", TRAINING, "--db", db)
-    assert sorted(row.source for row in inputs) == sorted({e["source"] for e in shown["inputs"]})
-    assert dict(edges.dtypes)["valid_from"] == "timestamp"
-    # an export again replaces the files whole
-    code, _, _ = run("export", str(folder), "--db", db)
-    assert code == 0 and sorted(p.name for p in folder.iterdir()) == sorted(
-        p.name for p in folder.iterdir() if not p.name.startswith(".")
-    )
+    assert sorted(row.urn for row in inputs) == sorted({e["source"] for e in shown["inputs"]})
+    assert dict(graph.edges.dtypes)["valid_from"] == "timestamp"
+    # nothing changed: the next export appends nothing to the graph's tables and writes the rest
+    code, out, _ = run("export", str(folder), "--db", db)
+    assert code == 0 and "snapshot 1 (what changed" in out and "nodes 0, edges 0" in out
+    assert graph.edges.count() == read_lake(spark, folder).edges.count()
+    code, out, _ = run("export", str(folder), "--full", "--db", db)
+    assert code == 0 and "snapshot 2 (everything" in out
+    assert sorted(p.name for p in (folder / "edges").iterdir()) == ["seq=2"]  # compacted
+    code, _, err = run("export", str(folder / "_lake.json"), "--db", db)
+    assert code == 2 and err.strip().endswith("_lake.json is a file, not a folder")
 
 
 def test_policy_violations_hot_assets_and_a_taint_plan_as_files(db: str, tmp_path: Path) -> None:
@@ -208,3 +220,50 @@ def test_entities_and_their_status_as_json_and_files(db: str, tmp_path: Path) ->
     assert code == 0 and list(csv.DictReader(io.StringIO(out))) == [
         {k: text(v) for k, v in s.items()} for s in status
     ]
+
+
+def test_the_spark_engine_stores_what_the_memory_engine_stores(db: str, tmp_path: Path, spark: Any) -> None:
+    """`propagate`, `hot` and `check` with `--engine spark` over a lake: the same inferred labels
+    with the same routes, the same ranking, the same violations (and exit code) as in memory."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "dating"
+    lake = ("--lake", str(tmp_path / "lake"))
+    assert run("label", "add", "dating.user_profile#religion", "religion", "--db", db)[0] == 0
+    assert run("label", "add", "dating.user_profile#user_id", "identity.user_id", "--db", db)[0] == 0
+
+    def inferred() -> list[dict[str, Any]]:
+        rows = as_json("label", "list", "--db", db)["labels"]
+        return sorted(
+            (r for r in rows if r["provenance"] == "inferred"), key=lambda r: (r["label"], r["node"])
+        )
+
+    code, memory_out, err = run("propagate", "--stop-zone", "hive.table/ads.", "--db", db)
+    assert code == 0, err
+    in_memory = inferred()
+    assert len(in_memory) >= 5
+    code, out, err = run("propagate", "--stop-zone", "hive.table/ads.", "--max-depth", "1", "--db", db)
+    assert code == 0 and inferred() != in_memory  # fewer: Spark's must restore them
+    code, spark_out, err = run(
+        "propagate", "--stop-zone", "hive.table/ads.", "--engine", "spark", *lake, "--db", db
+    )
+    assert code == 0, err
+    assert inferred() == in_memory  # the same nodes by the same routes
+    assert [line for line in spark_out.splitlines() if "│" in line] == [
+        line for line in memory_out.splitlines() if "│" in line
+    ]  # the same table of labels, declared and inferred counts
+
+    hot = as_json("hot", "--limit", "8", "--db", db)["hottest"]
+    hot_spark = as_json("hot", "--limit", "8", "--engine", "spark", *lake, "--db", db)["hottest"]
+    assert [h["asset"] for h in hot_spark] == [h["asset"] for h in hot]
+    assert [h["score"] for h in hot_spark] == pytest.approx([h["score"] for h in hot], rel=1e-9)
+    assert (tmp_path / "lake" / "results" / "hotness").is_dir()
+
+    policies = str(example / "policies.yml")
+    code, out, _ = run("check", policies, "--format", "json", "--db", db)
+    code_spark, out_spark, err = run(
+        "check", policies, "--format", "json", "--engine", "spark", *lake, "--db", db
+    )
+    assert (code, code_spark) == (1, 1), err
+    key = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
+    assert sorted(json.loads(out_spark), key=key) == sorted(json.loads(out), key=key) != []
+    code, _, err = run("hot", "--engine", "spark", "--lake", policies, "--db", db)
+    assert code == 2 and err.strip().endswith("policies.yml is a file, not a folder")

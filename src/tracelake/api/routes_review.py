@@ -123,8 +123,10 @@ def propagate(review: Reviewer, actor: Actor, rules: Rules) -> dict[str, Any]:
         only=set(rules.label),
         actor=actor,
     )
+    result = outcome.result
+    assert result is not None  # the in-memory engine's walks
     return {
-        "labels": {name: sorted(outcome.result.nodes_with(name)) for name in outcome.result.walks},
+        "labels": {name: sorted(result.nodes_with(name)) for name in result.walks},
         "added": len(outcome.changes.added),
         "removed": len(outcome.changes.removed),
         "unchanged": outcome.changes.kept,

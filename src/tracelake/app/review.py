@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracelake.app import whole_graph
 from tracelake.app.service import Tracelake
 from tracelake.graph import discovery
 from tracelake.graph.discovery import DecisionRule, Session
@@ -54,9 +55,10 @@ class HotAsset:
 
 @dataclass(slots=True)
 class PropagationOutcome:
-    result: Propagation
+    reached: dict[str, int]  # nodes each label reached
     changes: LabelChanges
     declared: dict[str, list[str]]  # the declared labels that were spread, by node
+    result: Propagation | None = None  # the in-memory engine's walks (None on Spark)
 
 
 @dataclass(slots=True)
@@ -95,12 +97,14 @@ class Review:
         stop_zones: Iterable[str] = (),
         max_depth: int | None = None,
         only: set[str] | None = None,
+        engine: str = "memory",
+        lake: Path | None = None,
         actor: str,
     ) -> PropagationOutcome:
         """Spread declared labels (`only` these, if given) downstream over edges of at least
         `min_confidence` that `carry` values (None: `CARRIED_BY_DEFAULT`), stopping at assets of
         `stop_kinds`, under URN prefixes `stop_zones` and after `max_depth` hops; store what they
-        reach."""
+        reach. `engine` "spark" runs it on Spark over the lake in `lake` (`whole_graph`)."""
         if max_depth is not None and max_depth < 1:
             raise ReviewError("max_depth must be at least 1")
         rules = PropagationRules(
@@ -119,9 +123,16 @@ class Review:
             raise ReviewError(
                 "no declared label to propagate: declare some with `tracelake label add NODE LABEL`"
             )
+        labels = sorted({name for names in declared.values() for name in names})
+        if _engine(engine) == "spark":
+            spread = whole_graph.propagate(self.service, declared, rules, lake or whole_graph.default_lake())
+            changes = self.labels.save_inferred(labels, spread.routes, actor=actor)
+            reached = {label: spread.counts().get(label, 0) for label in labels}
+            return PropagationOutcome(reached, changes, declared)
         result = propagate(self.service.index(), declared, rules)
         changes = self.labels.save_inferred(result.walks, result.paths(), actor=actor)
-        return PropagationOutcome(result, changes, declared)
+        reached = {label: len(walk.reached) for label, walk in result.walks.items()}
+        return PropagationOutcome(reached, changes, declared, result)
 
     # ------------------------------------------------------------ discovery sessions
 
@@ -224,18 +235,34 @@ class Review:
         """Policies from YAML text (`source` names it in problems)."""
         return parse_policies(text, source)
 
-    def check(self, policies: list[Policy]) -> list[Violation]:
-        index = self.service.index()
-        return check(index, policies, asset_facts(self.service.store), self.labels.declared())
+    def check(
+        self, policies: list[Policy], *, engine: str = "memory", lake: Path | None = None
+    ) -> list[Violation]:
+        """Every violation of `policies` (on Spark over the lake in `lake` when `engine` is "spark")."""
+        declared = self.labels.declared()
+        if _engine(engine) == "spark":
+            lake = lake or whole_graph.default_lake()
+            return whole_graph.check(self.service, policies, declared, PropagationRules(), lake)
+        return check(self.service.index(), policies, asset_facts(self.service.store), declared)
 
-    def hottest(self, limit: int) -> list[HotAsset]:
+    def hottest(self, limit: int, *, engine: str = "memory", lake: Path | None = None) -> list[HotAsset]:
         """The `limit` hottest assets; the reads of every asset vote (`tracelake.graph.hotness`)."""
         counts = self.service.store.read_counts()
-        votes = [(process, asset) for asset, read in counts.items() for process in read.processes]
+        if _engine(engine) == "spark":
+            ranked = whole_graph.hottest(self.service, limit, lake or whole_graph.default_lake())
+        else:
+            votes = [(process, asset) for asset, read in counts.items() for process in read.processes]
+            ranked = hotness(self.service.index(), reads=votes)[:limit]
         return [
             HotAsset(urn, score, counts.get(urn, NO_READS).runs, counts.get(urn, NO_READS).readers)
-            for urn, score in hotness(self.service.index(), reads=votes)[:limit]
+            for urn, score in ranked
         ]
+
+
+def _engine(engine: str) -> str:
+    if engine not in whole_graph.ENGINES:
+        raise ReviewError(f"engine must be one of {', '.join(whole_graph.ENGINES)}, not {engine!r}")
+    return engine
 
 
 def _assignable(labels: list[str]) -> None:

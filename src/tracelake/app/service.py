@@ -48,6 +48,7 @@ from tracelake.store.writer_process import writer_for
 
 if TYPE_CHECKING:
     from tracelake.collect.sql import SqlCollection
+    from tracelake.store.lake import LakeExport
 
 # OpenLineage events from a log written a transaction at a time: a commit per event is mostly commit
 EVENTS_A_TRANSACTION = 500
@@ -474,12 +475,12 @@ class Tracelake:
     def problems(self, limit: int = 100) -> list[Problem]:
         return self.store.problems(limit)
 
-    def export(self, folder: Path) -> dict[str, int]:
-        """The whole graph as Parquet tables in `folder` (nodes, edge versions, process versions,
-        runs): rows written a table."""
-        from tracelake.store.export import export_graph  # pyarrow: only for the export itself
+    def export(self, folder: Path, *, full: bool = False) -> LakeExport:
+        """The graph as lake tables in `folder` (`tracelake.store.lake`): what changed since the
+        last export appended, or everything written again when `full` (or compaction is due)."""
+        from tracelake.store.lake import export_lake  # pyarrow: only for the export itself
 
-        return export_graph(self.store, folder)
+        return export_lake(self.store, folder, full=full)
 
     def search(self, text: str, *, node_type: str | None = None, limit: int = 20) -> list[NodeView]:
         """Nodes whose URN contains `text` (case-insensitive), assets before their fields."""

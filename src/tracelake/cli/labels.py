@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tracelake.app.whole_graph import Engine
 from tracelake.cli.common import (
     DbOption,
     OutputFormat,
@@ -36,6 +37,17 @@ if TYPE_CHECKING:
     from tracelake.app.review import Review
     from tracelake.graph.discovery import Session
     from tracelake.graph.policy import Violation
+
+EngineOption = Annotated[
+    Engine, typer.Option("--engine", help="memory: this process's index; spark: a Spark job over the lake")
+]
+LakeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--lake",
+        help="The lake --engine spark exports to and reads [default: $TRACELAKE_LAKE or .tracelake/lake]",
+    ),
+]
 
 label_app = typer.Typer(help="Labels declared on assets and fields, and those inferred from them.")
 
@@ -108,6 +120,8 @@ def propagate_command(
     ] = None,
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Hops at most")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", help="Only these labels")] = None,
+    engine: EngineOption = Engine.memory,
+    lake: LakeOption = None,
     db: DbOption = None,
 ) -> None:
     """Spread declared labels downstream and store what they reach, with the path of each."""
@@ -120,15 +134,17 @@ def propagate_command(
         stop_zones=stop_zone or (),
         max_depth=max_depth,
         only=set(label or ()),
+        engine=engine,
+        lake=lake,
         actor=getpass.getuser(),
     )
-    result, changes, declared = outcome.result, outcome.changes, outcome.declared
+    changes, declared = outcome.changes, outcome.declared
     table = new_table(title="propagation")
     for column in ("label", "declared on", "inferred on"):
         table.add_column(column)
-    for name, walk in result.walks.items():
+    for name, reached in outcome.reached.items():
         sources = sum(1 for names in declared.values() if name in names)
-        table.add_row(name, str(sources), str(len(walk.reached)))
+        table.add_row(name, str(sources), str(reached))
     out.print(table)
     out.print(
         f"{len(changes.added)} label(s) added, {len(changes.removed)} removed, {changes.kept} unchanged",
@@ -254,6 +270,8 @@ def check_command(
     policies: Annotated[Path, typer.Argument(help="A YAML file of policies")],
     output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
+    engine: EngineOption = Engine.memory,
+    lake: LakeOption = None,
     db: DbOption = None,
 ) -> None:
     """Check policies against the lineage graph; exit 1 when one is violated (a CI gate)."""
@@ -264,7 +282,7 @@ def check_command(
     loaded, problems = review.policies_from_file(policies)
     if problems:
         raise UserError("; ".join(str(problem) for problem in problems))
-    violations = review.check(loaded)
+    violations = review.check(loaded, engine=engine, lake=lake)
     document = [{**vars(v), "path": list(v.path)} for v in violations]
     if not printed(output, path, document, {"violations": document}):
         _print_violations(violations, len(loaded))
@@ -288,12 +306,14 @@ def hot_command(
     limit: Annotated[int, typer.Option(help="How many assets")] = 20,
     output: ListFormat = OutputFormat.table,
     path: OutputPath = None,
+    engine: EngineOption = Engine.memory,
+    lake: LakeOption = None,
     db: DbOption = None,
 ) -> None:
     """The hottest assets: PageRank over what depends on what, reads voting too (the most
     relied-upon first), with how many runs read each without writing from it, and by how many readers."""
     check_list_format(output)
-    ranked = _review(db).hottest(limit)
+    ranked = _review(db).hottest(limit, engine=engine, lake=lake)
     rows = [
         {"rank": n, "asset": h.asset, "score": h.score, "reading_runs": h.reading_runs, "readers": h.readers}
         for n, h in enumerate(ranked, 1)

@@ -126,16 +126,19 @@ def _write_xlsx(tables: Mapping[str, Rows], path: Path) -> None:
 
 @friendly_errors
 def export(
-    folder: Annotated[Path, typer.Argument(help="Where to write nodes, edges, versions and runs .parquet")],
+    folder: Annotated[Path, typer.Argument(help="The lake: a folder of Parquet tables and their manifest")],
+    full: Annotated[bool, typer.Option("--full", help="Write every table whole, not what changed")] = False,
     db: DbOption = None,
 ) -> None:
-    """The whole graph as Parquet tables a Spark job can read: nodes, every edge version with
-    its validity, process versions and runs, joined by URN."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder} is a file, not a folder")
-    counts = open_service(db).export(folder)
-    written = ", ".join(f"{name} {count:,}" for name, count in counts.items())
-    out.print(f"wrote {folder}: {written} rows", highlight=False)
+    """The graph as lake tables a Spark job reads: nodes, every edge version with its validity,
+    deletes, assets, labels, reads, process versions and runs. Again, only what changed since."""
+    done = open_service(db).export(folder, full=full)
+    kind = "everything" if done.full else "what changed"
+    written = ", ".join(f"{name} {count:,}" for name, count in done.rows.items())
+    out.print(
+        f"wrote {folder} snapshot {done.seq} ({kind}, graph version {done.graph_version}): {written} rows",
+        highlight=False,
+    )
 
 
 LIST_FORMATS = (OutputFormat.table, OutputFormat.json, *FILE_FORMATS)

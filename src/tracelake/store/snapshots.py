@@ -9,7 +9,7 @@ time of an index build.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ def read_snapshot(conn: sa.Connection) -> GraphSnapshot:
     version = graph_version(conn)
     node_rows = _fetch_raw(conn, _node_query().order_by(s.nodes.c.id))
     edge_rows = _fetch_raw(conn, _edge_query().order_by(s.edges.c.id))
-    ended = _ends(conn)
+    ended = asset_ends(conn)
     nodes = _node_arrays(node_rows)
     edges = _edge_arrays(edge_rows)
     if ended:
@@ -60,35 +60,24 @@ def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) ->
     must put again: of a process version inserted, retimed or deleted since (the index drops its
     rows of those versions first, `GraphChanges.versions`), or of an asset (or a field of one)
     whose end moved. Its edges are as stored: the index applies the ends, knowing every node's asset."""
-    since = _log_since(conn)
-    if since is None or version < since:
+    logged = _logged_since(conn, version)
+    if logged is None:
         return None
+    node_ranges, logged_versions = logged
+    versions = sorted(logged_versions)
     now = graph_version(conn)
-    g = s.graph_log
-    log = conn.execute(sa.select(g.c.what, g.c.a, g.c.b).where(g.c.version > version)).all()
-    node_ranges = [(a, b) for what, a, b in log if what == "nodes"]
-    versions = sorted({(int(a), int(b)) for what, a, b in log if what == "version"})
-    e, n = s.edges, s.nodes
-    node_rows = _fetch_raw(conn, _node_query().where(_in_ranges(n.c.id, node_ranges)).order_by(n.c.id))
+    n = s.nodes
+    node_rows = _fetch_raw(conn, _node_query().where(in_ranges(n.c.id, node_ranges)).order_by(n.c.id))
     edge_rows: dict[int, tuple[Any, ...]] = {}
 
     def put(rows: Iterable[tuple[Any, ...]]) -> None:
         for row in rows:
             edge_rows[int(row[0])] = row
 
-    for chunk in chunks(versions, 500):
-        # One equality pair a version, OR-ed: SQLite looks each up in ix_edges_version, where a
-        # row-value IN list, `(process_id, valid_from) IN (VALUES …)`, scanned the whole index
-        # (~100 ms at a million edges, most of what a server's catch-up took).
-        of_versions = (sa.and_(e.c.process_id == pid, e.c.valid_from == at) for pid, at in chunk)
-        put(_fetch_raw(conn, _edge_query().where(sa.or_(*of_versions))))
-    now_ended = _ends(conn)
-    moved = sorted(k for k in set(ended) | set(now_ended) if ended.get(k) != now_ended.get(k))
-    for chunk in chunks(moved):
-        owned = sa.select(n.c.id).where(sa.or_(n.c.id.in_(chunk), n.c.parent_id.in_(chunk)))
-        touching = sa.or_(
-            e.c.source_id.in_(owned.scalar_subquery()), e.c.target_id.in_(owned.scalar_subquery())
-        )
+    for of_versions in version_rows(versions):
+        put(_fetch_raw(conn, _edge_query().where(of_versions)))
+    now_ended = asset_ends(conn)
+    for touching in _touching_moved_ends(ended, now_ended):
         put(_fetch_raw(conn, _edge_query().where(touching)))
     snapshot = GraphSnapshot(
         version=now,
@@ -97,6 +86,60 @@ def read_changes(conn: sa.Connection, version: int, ended: Mapping[int, int]) ->
         **_edge_arrays([edge_rows[i] for i in sorted(edge_rows)]),
     )
     return GraphChanges(snapshot=snapshot, versions=versions)
+
+
+def changed_since(conn: sa.Connection, version: int, ended: Mapping[int, int]) -> Logged | None:
+    """What changed after graph version `version` for a copy of the graph whose assets' ends were
+    `ended` (the lake's exports): the id ranges of the nodes inserted since, and every process
+    version (process id, valid_from) whose edge rows are not what they were: inserted, retimed or
+    deleted, or holding an edge whose end moved with an asset's. None when the log does not reach
+    back to `version`."""
+    logged = _logged_since(conn, version)
+    if logged is None:
+        return None
+    node_ranges, versions = logged
+    e = s.edges
+    for touching in _touching_moved_ends(ended, asset_ends(conn)):
+        found = conn.execute(sa.select(e.c.process_id, e.c.valid_from).where(touching).distinct())
+        versions.update((int(process), int(at)) for process, at in found)
+    return node_ranges, versions
+
+
+Logged = tuple[list[tuple[int, int]], set[tuple[int, int]]]  # inserted nodes' id ranges, process versions
+
+
+def _logged_since(conn: sa.Connection, version: int) -> Logged | None:
+    """The log after `version`: inserted nodes' id ranges and the process versions inserted,
+    retimed or deleted; None when it does not reach back to `version`."""
+    since = _log_since(conn)
+    if since is None or version < since:
+        return None
+    g = s.graph_log
+    log = conn.execute(sa.select(g.c.what, g.c.a, g.c.b).where(g.c.version > version)).all()
+    node_ranges = [(int(a), int(b)) for what, a, b in log if what == "nodes"]
+    return node_ranges, {(int(a), int(b)) for what, a, b in log if what == "version"}
+
+
+def _touching_moved_ends(
+    before: Mapping[int, int], now: Mapping[int, int]
+) -> Iterator[sa.ColumnElement[bool]]:
+    """Conditions (a chunk of assets each) matching the edges into or out of an asset, or a field of
+    one, whose end is not what it was."""
+    e, n = s.edges, s.nodes
+    moved = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    for chunk in chunks(moved):
+        owned = sa.select(n.c.id).where(sa.or_(n.c.id.in_(chunk), n.c.parent_id.in_(chunk)))
+        yield sa.or_(e.c.source_id.in_(owned.scalar_subquery()), e.c.target_id.in_(owned.scalar_subquery()))
+
+
+def version_rows(versions: Sequence[tuple[int, int]]) -> Iterator[sa.ColumnElement[bool]]:
+    """Conditions (500 versions each) matching the edge rows of process versions (process id,
+    valid_from). One equality pair a version, OR-ed: SQLite looks each up in ix_edges_version, where
+    a row-value IN list, `(process_id, valid_from) IN (VALUES …)`, scanned the whole index (~100 ms
+    at a million edges, most of what a server's catch-up took)."""
+    e = s.edges
+    for chunk in chunks(sorted(versions), 500):
+        yield sa.or_(*(sa.and_(e.c.process_id == pid, e.c.valid_from == at) for pid, at in chunk))
 
 
 def end_edges(
@@ -204,7 +247,7 @@ def _node_arrays(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
     }
 
 
-def _in_ranges(column: sa.ColumnElement[Any], ranges: list[tuple[int, int]]) -> sa.ColumnElement[bool]:
+def in_ranges(column: sa.ColumnElement[Any], ranges: list[tuple[int, int]]) -> sa.ColumnElement[bool]:
     """`column` within one of the id `ranges` (adjacent ones merged); false for none."""
     if not ranges:
         return sa.false()
@@ -224,7 +267,7 @@ def graph_version(conn: sa.Connection) -> int:
     return int(conn.execute(_STATE.where(s.store_state.c.key == "graph_version")).scalar() or 0)
 
 
-def _ends(conn: sa.Connection) -> dict[int, int]:
+def asset_ends(conn: sa.Connection) -> dict[int, int]:
     """When each ended asset ended (store id → µs)."""
     return {node_id: at for node_id, (_, at) in ended_assets(conn).items()}
 

@@ -1,0 +1,137 @@
+"""Whole-graph analyses on Spark (`--engine spark`): the lake brought up to date, the job run over
+it, its answer written beside the lake as a table and loaded into the store. (Spark, pyarrow and
+the jobs are imported by the functions that use them: a command that runs in memory loads none.)
+
+The in-memory engine answers from one process's index; this one answers the same questions
+(`tracelake.graph.spark`) from the lake's tables (`tracelake.store.lake`), on the Spark session
+running or a local one (`TRACELAKE_SPARK_MASTER`, `local[*]` by default). Each analysis writes its
+result under `LAKE/results/NAME/` (overwritten each run), so other jobs can read it as they read
+the lake; what the store keeps of it (inferred labels with their routes) is loaded from there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from tracelake.app.service import Tracelake
+    from tracelake.graph.policy import Policy, Violation
+    from tracelake.graph.propagate import PropagationRules
+    from tracelake.store.lake import LakeExport
+
+
+class Engine(StrEnum):
+    """Where a whole-graph analysis runs: the in-memory index (the default) or Spark."""
+
+    memory = "memory"
+    spark = "spark"
+
+
+ENGINES = tuple(str(engine) for engine in Engine)
+
+
+def default_lake() -> Path:
+    """Where `--engine spark` keeps the lake unless told: `TRACELAKE_LAKE`, or `.tracelake/lake`."""
+    return Path(os.environ.get("TRACELAKE_LAKE", ".tracelake/lake"))
+
+
+@dataclass(frozen=True)
+class SparkPropagation:
+    """What a propagation on Spark inferred: (label, route from its declared node) pairs, with the
+    export it ran on and where its table is."""
+
+    routes: list[tuple[str, tuple[str, ...]]]
+    export: LakeExport
+    table: Path
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for label, _ in self.routes:
+            found[label] = found.get(label, 0) + 1
+        return found
+
+
+def propagate(
+    service: Tracelake, declared: Mapping[str, Iterable[str]], rules: PropagationRules, lake: Path
+) -> SparkPropagation:
+    """Spread `declared` under `rules` on Spark; every label reached, with its route, is in
+    `LAKE/results/propagation` (and returned, for the store)."""
+    from tracelake.graph.spark.lake import read_lake
+    from tracelake.graph.spark.walk import propagation
+    from tracelake.spark.local import local_session
+    from tracelake.store.lake import export_lake
+
+    export = export_lake(service.store, lake)
+    with local_session("tracelake propagate") as spark:
+        table = _write(propagation(read_lake(spark, lake), declared, rules), lake, "propagation")
+        rows = spark.read.parquet(str(table)).select("label", "urn", "parent_urn").collect()
+    return SparkPropagation(_routes([(row.label, row.urn, row.parent_urn) for row in rows]), export, table)
+
+
+def hottest(service: Tracelake, limit: int, lake: Path) -> list[tuple[str, float]]:
+    """The `limit` hottest assets with their scores; every score is in `LAKE/results/hotness`."""
+    from pyspark.sql import functions as F
+
+    from tracelake.graph.spark.hotness import hotness
+    from tracelake.graph.spark.lake import read_lake
+    from tracelake.spark.local import local_session
+    from tracelake.store.lake import export_lake
+
+    export_lake(service.store, lake)
+    with local_session("tracelake hot") as spark:
+        table = _write(hotness(read_lake(spark, lake)), lake, "hotness")
+        top = spark.read.parquet(str(table)).orderBy(F.desc("score"), "asset_id").limit(limit).collect()
+    return [(row.urn, float(row.score)) for row in top]
+
+
+def check(
+    service: Tracelake,
+    policies: list[Policy],
+    declared: Mapping[str, Iterable[str]],
+    rules: PropagationRules,
+    lake: Path,
+) -> list[Violation]:
+    """Every violation of `policies`, found by the Spark job (`tracelake.graph.spark.policy`)."""
+    from tracelake.graph.spark.lake import read_lake
+    from tracelake.graph.spark.policy import violations
+    from tracelake.spark.local import local_session
+    from tracelake.store.lake import export_lake
+
+    export_lake(service.store, lake)
+    with local_session("tracelake check") as spark:
+        graph = read_lake(spark, lake)
+        found = violations(graph, policies, declared, rules)
+        _write(found.frame, lake, "violations")
+        return found.collected()
+
+
+def _write(frame: DataFrame, lake: Path, name: str) -> Path:
+    table = lake / "results" / name
+    frame.write.mode("overwrite").parquet(str(table))
+    return table
+
+
+def _routes(reached: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each (label, node, parent) reached with its route from its declared node, following the
+    parents back (the route `Propagation.path` gives: the walk kept each node's first step)."""
+    parent = {(label, urn): step for label, urn, step in reached}
+    routes: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def route(label: str, urn: str) -> tuple[str, ...]:
+        trail, at = [], urn
+        while (label, at) not in routes and (label, at) in parent:
+            trail.append(at)
+            at = parent[(label, at)]
+        known = routes.get((label, at), (at,))  # not reached: a declared node, where routes start
+        for step in reversed(trail):
+            known = routes[(label, step)] = (*known, step)
+        return known
+
+    return [(label, route(label, urn)) for label, urn, _ in reached]
