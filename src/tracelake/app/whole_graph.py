@@ -113,7 +113,7 @@ def check(
 
 
 def _write(frame: DataFrame, lake: Path, name: str) -> Path:
-    table = lake / "results" / name
+    table = lake.absolute() / "results" / name  # not relative: Spark's directory is not ours
     frame.write.mode("overwrite").parquet(str(table))
     return table
 

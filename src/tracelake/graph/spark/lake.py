@@ -37,6 +37,7 @@ def read_lake(spark: SparkSession, folder: Path) -> LakeGraph:
     """The lake in `folder`; a folder without one is a `LakeError` saying how to write one."""
     from pyspark.sql import functions as F
 
+    folder = folder.absolute()  # Spark resolves a relative path against its JVM's directory, not ours
     manifest = read_manifest(folder)
     if manifest is None:
         raise LakeError(f"{folder}: no lake here (`tracelake export {folder}` writes one)")

@@ -50,7 +50,14 @@ def walk(
     def keep(frame: DataFrame) -> DataFrame:
         return frame.checkpoint(eager=True) if checkpointed else frame.localCheckpoint(eager=True)
 
-    crossable = edges.select("src", "dst", "edge_id").persist(StorageLevel.MEMORY_AND_DISK)
+    # laid out by source once and kept: each hop shuffles only its frontier to the edges, never
+    # the edges to the frontier
+    partitions = int(edges.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+    crossable = (
+        edges.select("src", "dst", "edge_id")
+        .repartition(partitions, "src")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     first = keep(
         starts.select("tag", "node")
         .distinct()
