@@ -75,5 +75,9 @@ step "The HTTP API: an OpenLineage producer configured for Marquez, a subscripti
 step "The most relied-upon tables"
 "$tl" hot --limit 5
 
+step "The same ranking from a Spark job over the graph as lake tables (for graphs past one machine)"
+"$tl" export "${TRACELAKE_DB%.db}.lake"
+"$tl" hot --limit 5 --engine spark --lake "${TRACELAKE_DB%.db}.lake"
+
 echo
 echo "Store: $TRACELAKE_DB  (try: $tl show dating.safety_log_tbl --db $TRACELAKE_DB)"

@@ -413,18 +413,8 @@ def _whole(conn: sa.Connection, table: str) -> Iterator[pa.RecordBatch]:
 
 
 def _assets_query() -> sa.Select[Any]:
-    n = _n
-    columns = (
-        n.c.id,
-        n.c.urn,
-        n.c.owner,
-        n.c.layer,
-        n.c.security_level,
-        n.c.labels,
-        n.c.description,
-        n.c.properties,
-    )
-    return sa.select(*columns).where(n.c.node_type == "asset").order_by(n.c.id)
+    columns = [_n.c[column.name] for column in SCHEMAS["assets"]]  # named as in the store
+    return sa.select(*columns).where(_n.c.node_type == "asset").order_by(_n.c.id)
 
 
 def _labels_query() -> sa.Select[Any]:
