@@ -40,6 +40,7 @@ bench:
 	$(BIN)/python bench/discovery.py
 	$(BIN)/python bench/probes.py
 	$(BIN)/python bench/answers.py
+	$(BIN)/python bench/graph_spark.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache .hypothesis

@@ -41,11 +41,17 @@ For each `--edges` size (1,000,000 and 10,000,000 with `--edges 1000000,10000000
   PageRank score within 1e-9 relative of the in-memory one. "same answer: yes" only if all
   hold; otherwise what differs, with examples.
 
-The shuffle partitions: at 1M edges on local[2], 4 (2× the cores, the default here) against 2, 8
-and 16 — see bench/README.md for the figures; 4 was fastest or within noise, so the default is
-2× the master's cores (`--shuffle-partitions 0`). An analysis that runs past `--limit` minutes on
-Spark is cancelled (its job group) and printed as over the limit; `--skip MASTER@EDGES[:ANALYSIS]`
-skips a run outright (both say so in the output).
+Shuffle partitions: 2× the master's cores (`--shuffle-partitions 0`, the default: 2 on local[1],
+4 on local[2]). Tried on local[2], one run each (propagation / PageRank / closures, seconds): at 1M
+edges 1: 43.5/27.1/17.7, 2: 48.6/23.5/18.3, 4: 51.6/26.8/19.6, 8: 54.6/26.3/21.7, 16:
+59.9/31.3/28.3; at 10M 2: 125.9/64.4/43.8, 4: 127.2/59.9/38.7, 8: 130.1/57.7/42.9. Up to 4 they
+are within the noise (a hop is a few small jobs; the partitions' count matters little next to
+the job overhead), 8 and more cost more at 1M; 4 had the lowest total at 10M.
+
+An analysis that runs past `--limit` minutes on Spark is cancelled (its job group) and printed
+as over the limit; `--skip MASTER@EDGES[:ANALYSIS]` leaves a run, or one analysis of it, out
+(both say so in the output). At 10M on local[1] the slowest analysis took under 3 minutes, so
+neither is needed with the defaults.
 
 With `--store PATH` (e.g. the 1M-edge store bench/answers.py builds, /tmp/benchwhy/lineage.db)
 the store is copied to a temporary file first (the original is never opened) and `export_lake`
@@ -57,14 +63,15 @@ incremental one.
         [--skip MASTER@EDGES[:ANALYSIS]] [--analyses propagation,hotness,closures]
         [--store PATH] [--workdir DIR] [--keep]
 
-Needs Java 17+ and pyspark. At 10M edges the parent holds the snapshot and index (~3–4 GB) while
-a worker's JVM takes up to the driver memory.
+Needs Java 17+ and pyspark. At 10M edges the parent peaks at ~3 GB (the snapshot and the index)
+while a worker's JVM takes up to the driver memory; the whole run takes about 15 minutes here.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -77,7 +84,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -231,7 +238,7 @@ def disk_size(folder: Path) -> int:
 class _Steps:
     """When each `Observation` of an analysis delivered its value (one a hop or iteration)."""
 
-    log: list[tuple[float, dict[str, Any]]] = []
+    log: ClassVar[list[tuple[float, dict[str, Any]]]] = []
 
 
 def _counting_observation() -> None:
@@ -258,7 +265,7 @@ def _shuffle_bytes(spark: Any, after_stage: int) -> tuple[int, int, int]:
     sc = spark.sparkContext._jsc.sc()
     try:
         sc.listenerBus().waitUntilEmpty(30_000)
-    except Exception:  # noqa: BLE001 - a private API; a short wait does as well
+    except Exception:  # a private API; a short wait does as well
         time.sleep(1.0)
     jvm = spark.sparkContext._jvm
     gateway = spark.sparkContext._gateway
@@ -364,7 +371,7 @@ def worker(args: argparse.Namespace) -> int:
         spark.sparkContext.setJobGroup(name, name, True)
         _Steps.log = []
         gc.collect()
-        print(f"  [{args.worker}] {name} …", file=sys.stderr, flush=True)
+        print(f"  [{args.worker}] {name} …", flush=True)
         began = time.perf_counter()
         record: dict[str, Any] = {}
         with _Watchdog(spark, name, args.limit * 60) as watchdog:
@@ -374,19 +381,18 @@ def worker(args: argparse.Namespace) -> int:
                 frame.select(*RESULT_COLUMNS[name]).write.parquet(str(target))
                 ended = time.perf_counter()
                 record.update(call=called - began, write=ended - called, seconds=ended - began)
-            except Exception as error:  # noqa: BLE001 - cancelled by the watchdog, or failed
+            except Exception as error:  # cancelled by the watchdog, or failed
                 record.update(seconds=None, error=f"{type(error).__name__}: {str(error)[:300]}")
         if watchdog.fired:
             record.update(seconds=None, error=f"over the limit of {args.limit:g} min: cancelled")
         stamps = [began] + [at for at, _ in _Steps.log]
-        record["steps"] = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+        record["steps"] = [b - a for a, b in itertools.pairwise(stamps)]
         record["step_values"] = [value for _, value in _Steps.log]
         written, read, last_stage = _shuffle_bytes(spark, last_stage)
         record.update(shuffle_write=written, shuffle_read=read)
         out["analyses"][name] = record
         print(
             f"  [{args.worker}] {name}: {record.get('seconds') or record.get('error')}",
-            file=sys.stderr,
             flush=True,
         )
     spark.stop()
@@ -514,7 +520,9 @@ def compare_keys(
     return Check(not notes, len(g_keys), notes)
 
 
-def check_run(index: GraphIndex, urns: pa.Array, expected: Expected, results: Path, master: str) -> dict[str, Check]:
+def check_run(
+    index: GraphIndex, urns: pa.Array, expected: Expected, results: Path, master: str
+) -> dict[str, Check]:
     n = index.n_nodes
     checks: dict[str, Check] = {}
     tag = _tag(master)
@@ -567,7 +575,9 @@ def check_run(index: GraphIndex, urns: pa.Array, expected: Expected, results: Pa
             notes.append("hotness: rows of unknown or repeated URNs")
         absent = assets[np.isnan(got[assets])]
         if len(absent):
-            notes.append(f"hotness: {len(absent):,} assets without a score, e.g. {urns[int(absent[0])].as_py()}")
+            notes.append(
+                f"hotness: {len(absent):,} assets without a score, e.g. {urns[int(absent[0])].as_py()}"
+            )
         extra = np.setdiff1d(nodes[nodes >= 0], assets)
         if len(extra):
             notes.append(f"hotness: {len(extra):,} scores of non-assets")
@@ -597,7 +607,9 @@ class SparkRun:
     note: str = ""
 
 
-def run_worker(args: argparse.Namespace, master: str, lake: Path, analyses: list[str]) -> tuple[dict | None, str]:
+def run_worker(
+    args: argparse.Namespace, master: str, lake: Path, analyses: list[str]
+) -> tuple[dict | None, str]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -616,11 +628,22 @@ def run_worker(args: argparse.Namespace, master: str, lake: Path, analyses: list
         "--workdir",
         str(args.workdir),
     ]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line.removeprefix("RESULT ")), ""
-    return None, f"worker failed (exit {done.returncode}): {done.stdout[-500:]}"
+    errors = Path(args.workdir) / f"worker-{_tag(master)}-{lake.name}.log"
+    result = None
+    with (
+        errors.open("w") as log,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:  # progress lines go on to the log as they come
+            if line.startswith("RESULT "):
+                result = json.loads(line.removeprefix("RESULT "))
+            else:
+                print(line, end="", flush=True)
+    if result is None:
+        tail = errors.read_text()[-800:]
+        return None, f"worker failed (exit {proc.returncode}; its stderr in {errors}): {tail}"
+    return result, ""
 
 
 def skipped(args: argparse.Namespace, master: str, edges: int) -> set[str]:
@@ -659,7 +682,9 @@ def one_size(args: argparse.Namespace, edges: int) -> None:
 
     # the in-memory answers
     memory: dict[str, float] = {}
-    memory["propagation"], result = median_seconds(lambda: propagate(index, house.declared, RULES), args.repeat)
+    memory["propagation"], result = median_seconds(
+        lambda: propagate(index, house.declared, RULES), args.repeat
+    )
     labels, prop = propagation_expected(index, result)
     deepest = max(int(walk.dist.max()) for walk in result.walks.values())
     inferred = result.count()
@@ -671,7 +696,9 @@ def one_size(args: argparse.Namespace, edges: int) -> None:
     del scores
     rng = np.random.default_rng(args.seed + 24)
     assets = np.flatnonzero(index.node_types == NODE_TYPES.index("asset"))
-    roots = [index.urns[int(p)] for p in np.sort(rng.choice(assets, size=min(ROOTS, len(assets)), replace=False))]
+    roots = [
+        index.urns[int(p)] for p in np.sort(rng.choice(assets, size=min(ROOTS, len(assets)), replace=False))
+    ]
     memory["closures"], walks = median_seconds(
         lambda: [lineage(index, root, "downstream") for root in roots], args.repeat
     )
@@ -742,11 +769,13 @@ def print_size(
             cells += f"{record['seconds']:>20,.1f}"
             check = run.checks.get(name)
             verdicts.append(f"{run.master} {'yes' if check and check.same else 'NO'}")
-        same = "yes" if verdicts and all(v.endswith("yes") for v in verdicts) else "; ".join(verdicts) or "n/a"
+        same = (
+            "yes" if verdicts and all(v.endswith("yes") for v in verdicts) else "; ".join(verdicts) or "n/a"
+        )
         print(f"{cells}   {same}")
     print(
-        f"in memory: one thread; the Spark figures are one timed run each after a small warm-up job: the "
-        f"analysis call plus writing its rows to Parquet"
+        "in memory: one thread; the Spark figures are one timed run each after a small warm-up job: the "
+        "analysis call plus writing its rows to Parquet"
     )
     for run in runs:
         print(f"\nspark {run.master}" + (f": {run.note}" if run.note else ""))
@@ -754,17 +783,20 @@ def print_size(
             continue
         f = run.figures
         print(
-            f"  session start {f['start']:.1f} s, read_lake {f['read_lake']:.2f} s, warm-up {f['warmup']:.1f} s; "
-            f"shuffle partitions {f['partitions']}"
+            f"  session start {f['start']:.1f} s, read_lake {f['read_lake']:.2f} s, "
+            f"warm-up {f['warmup']:.1f} s; shuffle partitions {f['partitions']}"
         )
         for name, record in f["analyses"].items():
             steps = record["steps"]
             counted = len(steps)
+            finished = record.get("seconds") is not None
             if name == "hotness":
-                what = f"{counted} iterations"
-            else:
+                what = f"{counted} iterations" + ("" if finished else " done before it stopped")
+            elif finished:
                 found = sum(1 for value in record["step_values"] if value.get("rows", 0) > 0)
                 what = f"{counted} hops ({found} finding new pairs, then one finding none)"
+            else:
+                what = f"{counted} hops done before it stopped"
             timing = (
                 f"call {record['call']:.1f} s + write {record['write']:.1f} s"
                 if record.get("seconds") is not None
@@ -818,9 +850,13 @@ def bench_export(store_path: Path, workdir: Path) -> None:
             again = export_lake(store, folder)
             second = time.perf_counter() - began
         rows = ", ".join(f"{name} {count:,}" for name, count in full.rows.items() if count)
-        print(f"full export:        {first:8.2f} s  (full={full.full}; {rows}; {size / 2**20:,.0f} MiB on disk)")
+        print(
+            f"full export:        {first:8.2f} s  (full={full.full}; {rows}; {size / 2**20:,.0f} MiB on disk)"
+        )
         rows = ", ".join(f"{name} {count:,}" for name, count in again.rows.items() if count) or "nothing"
-        print(f"incremental export: {second:8.2f} s  (full={again.full}; nothing ingested since; wrote {rows})")
+        print(
+            f"incremental export: {second:8.2f} s  (full={again.full}; nothing ingested since; wrote {rows})"
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -833,7 +869,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--edges", default="1000000", help="field edges, comma-separated sizes (default 1000000)"
     )
-    parser.add_argument("--masters", default="local[1],local[2]", help="Spark masters (default local[1],local[2])")
+    parser.add_argument(
+        "--masters", default="local[1],local[2]", help="Spark masters (default local[1],local[2])"
+    )
     parser.add_argument("--analyses", default=",".join(ANALYSES), help="which (default all three)")
     parser.add_argument("--repeat", type=int, default=3, help="timed in-memory runs (default 3)")
     parser.add_argument("--seed", type=int, default=1, help="warehouse, labels and roots (default 1)")

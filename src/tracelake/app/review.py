@@ -127,7 +127,8 @@ class Review:
         if _engine(engine) == "spark":
             spread = whole_graph.propagate(self.service, declared, rules, lake or whole_graph.default_lake())
             changes = self.labels.save_inferred(labels, spread.routes, actor=actor)
-            reached = {label: spread.counts().get(label, 0) for label in labels}
+            counts = spread.counts()
+            reached = {label: counts.get(label, 0) for label in labels}
             return PropagationOutcome(reached, changes, declared)
         result = propagate(self.service.index(), declared, rules)
         changes = self.labels.save_inferred(result.walks, result.paths(), actor=actor)
