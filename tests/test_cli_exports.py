@@ -116,7 +116,7 @@ def test_export_writes_the_store_as_lake_tables_spark_reads(db: str, tmp_path: P
         counts, version = store.counts(), store.graph_version()
     assert f"snapshot 0 (everything, graph version {version})" in out
     assert f"edges {counts['edge_versions']:,}" in out
-    assert sorted(p.name for p in folder.iterdir()) == [
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
         "_lake.json",
         "assets",
         "edge_deletes",

@@ -166,3 +166,23 @@ def test_another_store_or_a_bad_manifest(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(LakeError, match=r"is a file, not a folder"):
         export_lake(other, tmp_path / "file")
+
+
+def test_exports_into_one_lake_take_turns(tmp_path: Path) -> None:
+    """A second export waits for the first (both would write snapshot 1), then appends after it."""
+    import fcntl
+    import threading
+
+    store = LineageStore(f"sqlite:///{tmp_path / 'lineage.db'}")
+    store.ingest(batch_of(("observe", "sql.job/p0", [flow(node_of("a", "k"), node_of("b", "k"))], 1)))
+    lake = tmp_path / "lake"
+    export_lake(store, lake)
+    done: list[int] = []
+    with open(lake / lake_module.LOCK, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as an export in another process holds it
+        second = threading.Thread(target=lambda: done.append(export_lake(store, lake).seq))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive() and done == []  # waiting
+    second.join(timeout=30)
+    assert done == [1]

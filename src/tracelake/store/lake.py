@@ -24,6 +24,7 @@ or its change log no longer reaches back), the export is a full one again: compa
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -51,6 +52,7 @@ from tracelake.store.snapshots import (
 from tracelake.store.sqlstore import LineageStore
 
 MANIFEST = "_lake.json"
+LOCK = ".export.lock"
 FORMAT = 1
 BATCH_ROWS = 200_000
 FILE_ROWS = 4_000_000  # a file a few hundred MB at most: Spark splits the work by file and row group
@@ -145,10 +147,17 @@ def snapshot_paths(folder: Path, manifest: Manifest, table: str) -> list[Path]:
 
 def export_lake(store: LineageStore, folder: Path, *, full: bool = False) -> LakeExport:
     """Bring the lake in `folder` (made if missing) up to the store's graph: what changed since the
-    last export, or everything when `full`, the first time, or when compaction is due."""
+    last export, or everything when `full`, the first time, or when compaction is due. Exports
+    into one lake take turns (a lock file in it): two would write the same snapshot."""
     if folder.exists() and not folder.is_dir():
         raise LakeError(f"{folder} is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        return _export(store, folder, full)
+
+
+def _export(store: LineageStore, folder: Path, full: bool) -> LakeExport:
     before = read_manifest(folder)
     seq = (before.seq if before is not None else -1) + 1  # numbers never reused: readers hold old ones
     identity = store.identity()
