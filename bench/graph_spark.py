@@ -91,7 +91,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from discovery import RULES, make_warehouse
+from discovery import RULES, make_warehouse, timed
 from machine import load_change, python_machine
 from tracelake.graph.hotness import hotness as memory_hotness
 from tracelake.graph.index import GraphIndex
@@ -413,19 +413,9 @@ def _tag(master: str) -> str:
 
 
 def median_seconds(action: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median seconds of `repeat` calls after one untimed, GC paused while timing; a result."""
-    result = action()
-    times = []
-    for _ in range(repeat):
-        del result
-        gc.collect()
-        gc.disable()
-        try:
-            began = time.perf_counter()
-            result = action()
-            times.append(time.perf_counter() - began)
-        finally:
-            gc.enable()
+    """Median seconds of `repeat` calls after one untimed, GC paused while timing (discovery.py's
+    `timed`); the last result."""
+    times, result = timed(action, repeat)
     return statistics.median(times), result
 
 
