@@ -291,3 +291,20 @@ def test_policy_checks_equal_the_in_memory_ones(twin: tuple[GraphIndex, Any, Lin
     assert {v.kind for v in expected} >= {"purpose", "security_level", "redundant"}
     found = violations(graph, policies, declared).collected()
     assert sorted(found, key=repr) == sorted(expected, key=repr)
+
+
+def test_reliable_checkpoints_walk_the_same(hand: tuple[LineageStore, Any], tmp_path: Path) -> None:
+    """`checkpointed=True` (a cluster's choice: a lost executor costs one hop) writes each hop to
+    the checkpoint folder and gives the walk the in-memory checkpoints give."""
+    _, graph = hand
+    graph.spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
+    rules = PropagationRules(stop_zones=(ADS,))
+    columns = ("label", "urn", "depth", "parent_urn", "stopped")
+    local = {tuple(r[c] for c in columns) for r in propagation(graph, None, rules).collect()}
+    reliable = {
+        tuple(r[c] for c in columns) for r in propagation(graph, None, rules, checkpointed=True).collect()
+    }
+    assert (
+        reliable == local and len(local) == 5
+    )  # mid, ads.t (stopped), agg, and past no stop kind m#w, out#x
+    assert any((tmp_path / "checkpoints").rglob("part-*")), "nothing was written to the checkpoint folder"
