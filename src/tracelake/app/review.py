@@ -10,6 +10,7 @@ a `ReviewError` with a sentence for the user.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,11 +126,10 @@ class Review:
             )
         labels = sorted({name for names in declared.values() for name in names})
         if _engine(engine) == "spark":
-            spread = whole_graph.propagate(self.service, declared, rules, lake or whole_graph.default_lake())
-            changes = self.labels.save_inferred(labels, spread.routes, actor=actor)
-            counts = spread.counts()
-            reached = {label: counts.get(label, 0) for label in labels}
-            return PropagationOutcome(reached, changes, declared)
+            routes = whole_graph.propagate(self.service, declared, rules, lake)
+            changes = self.labels.save_inferred(labels, routes, actor=actor)
+            counts = Counter(label for label, _ in routes)
+            return PropagationOutcome({label: counts[label] for label in labels}, changes, declared)
         result = propagate(self.service.index(), declared, rules)
         changes = self.labels.save_inferred(result.walks, result.paths(), actor=actor)
         reached = {label: len(walk.reached) for label, walk in result.walks.items()}
@@ -242,7 +242,6 @@ class Review:
         """Every violation of `policies` (on Spark over the lake in `lake` when `engine` is "spark")."""
         declared = self.labels.declared()
         if _engine(engine) == "spark":
-            lake = lake or whole_graph.default_lake()
             return whole_graph.check(self.service, policies, declared, PropagationRules(), lake)
         return check(self.service.index(), policies, asset_facts(self.service.store), declared)
 
@@ -250,7 +249,7 @@ class Review:
         """The `limit` hottest assets; the reads of every asset vote (`tracelake.graph.hotness`)."""
         counts = self.service.store.read_counts()
         if _engine(engine) == "spark":
-            ranked = whole_graph.hottest(self.service, limit, lake or whole_graph.default_lake())
+            ranked = whole_graph.hottest(self.service, limit, lake)
         else:
             votes = [(process, asset) for asset, read in counts.items() for process in read.processes]
             ranked = hotness(self.service.index(), reads=votes)[:limit]

@@ -12,8 +12,8 @@ the lake; what the store keeps of it (inferred labels with their routes) is load
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tracelake.app.service import Tracelake
     from tracelake.graph.policy import Policy, Violation
     from tracelake.graph.propagate import PropagationRules
-    from tracelake.store.lake import LakeExport
+    from tracelake.graph.spark.lake import LakeGraph
 
 
 class Engine(StrEnum):
@@ -42,52 +42,42 @@ def default_lake() -> Path:
     return Path(os.environ.get("TRACELAKE_LAKE", ".tracelake/lake"))
 
 
-@dataclass(frozen=True)
-class SparkPropagation:
-    """What a propagation on Spark inferred: (label, route from its declared node) pairs, with the
-    export it ran on and where its table is."""
-
-    routes: list[tuple[str, tuple[str, ...]]]
-    export: LakeExport
-    table: Path
-
-    def counts(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for label, _ in self.routes:
-            found[label] = found.get(label, 0) + 1
-        return found
-
-
-def propagate(
-    service: Tracelake, declared: Mapping[str, Iterable[str]], rules: PropagationRules, lake: Path
-) -> SparkPropagation:
-    """Spread `declared` under `rules` on Spark; every label reached, with its route, is in
-    `LAKE/results/propagation` (and returned, for the store)."""
+@contextmanager
+def _lake_graph(service: Tracelake, lake: Path | None, command: str) -> Iterator[tuple[LakeGraph, Path]]:
+    """The lake (`lake`, else `default_lake()`) brought up to date and read on a Spark session:
+    what every analysis here starts from."""
     from tracelake.graph.spark.lake import read_lake
-    from tracelake.graph.spark.walk import propagation
     from tracelake.spark.local import local_session
     from tracelake.store.lake import export_lake
 
-    export = export_lake(service.store, lake)
-    with local_session("tracelake propagate") as spark:
-        table = _write(propagation(read_lake(spark, lake), declared, rules), lake, "propagation")
-        rows = spark.read.parquet(str(table)).select("label", "urn", "parent_urn").collect()
-    return SparkPropagation(_routes([(row.label, row.urn, row.parent_urn) for row in rows]), export, table)
+    folder = lake or default_lake()
+    export_lake(service.store, folder)
+    with local_session(command) as spark:
+        yield read_lake(spark, folder), folder
 
 
-def hottest(service: Tracelake, limit: int, lake: Path) -> list[tuple[str, float]]:
+def propagate(
+    service: Tracelake, declared: Mapping[str, Iterable[str]], rules: PropagationRules, lake: Path | None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Spread `declared` under `rules` on Spark: (label, route from its declared node) for every
+    node a label reached. Every row is in `LAKE/results/propagation` too."""
+    from tracelake.graph.spark.walk import propagation
+
+    with _lake_graph(service, lake, "tracelake propagate") as (graph, folder):
+        table = _write(propagation(graph, declared, rules), folder, "propagation")
+        rows = graph.spark.read.parquet(str(table)).select("label", "urn", "parent_urn").collect()
+    return _routes([(row.label, row.urn, row.parent_urn) for row in rows])
+
+
+def hottest(service: Tracelake, limit: int, lake: Path | None) -> list[tuple[str, float]]:
     """The `limit` hottest assets with their scores; every score is in `LAKE/results/hotness`."""
     from pyspark.sql import functions as F
 
     from tracelake.graph.spark.hotness import hotness
-    from tracelake.graph.spark.lake import read_lake
-    from tracelake.spark.local import local_session
-    from tracelake.store.lake import export_lake
 
-    export_lake(service.store, lake)
-    with local_session("tracelake hot") as spark:
-        table = _write(hotness(read_lake(spark, lake)), lake, "hotness")
-        top = spark.read.parquet(str(table)).orderBy(F.desc("score"), "asset_id").limit(limit).collect()
+    with _lake_graph(service, lake, "tracelake hot") as (graph, folder):
+        table = _write(hotness(graph), folder, "hotness")
+        top = graph.spark.read.parquet(str(table)).orderBy(F.desc("score"), "asset_id").limit(limit).collect()
     return [(row.urn, float(row.score)) for row in top]
 
 
@@ -96,19 +86,14 @@ def check(
     policies: list[Policy],
     declared: Mapping[str, Iterable[str]],
     rules: PropagationRules,
-    lake: Path,
+    lake: Path | None,
 ) -> list[Violation]:
     """Every violation of `policies`, found by the Spark job (`tracelake.graph.spark.policy`)."""
-    from tracelake.graph.spark.lake import read_lake
     from tracelake.graph.spark.policy import violations
-    from tracelake.spark.local import local_session
-    from tracelake.store.lake import export_lake
 
-    export_lake(service.store, lake)
-    with local_session("tracelake check") as spark:
-        graph = read_lake(spark, lake)
+    with _lake_graph(service, lake, "tracelake check") as (graph, folder):
         found = violations(graph, policies, declared, rules)
-        _write(found.frame, lake, "violations")
+        _write(found.frame, folder, "violations")
         return found.collected()
 
 

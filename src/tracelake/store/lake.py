@@ -221,7 +221,7 @@ def _next_manifest(
     else:
         tables = {table: list(before.tables.get(table, [])) for table in APPENDED}
         for table in APPENDED:
-            if table in writer.written:
+            if rows.get(table, 0):  # a table this export appended nothing to keeps its snapshots
                 tables[table].append(seq)
         tables.update({table: [seq] for table in WHOLE})
         full_edges, appended = before.full_edges, before.appended_edges + rows.get("edges", 0)
@@ -254,7 +254,6 @@ class _SnapshotWriter:
     def __init__(self, folder: Path, seq: int) -> None:
         self.folder, self.seq = folder, seq
         self.rows: dict[str, int] = {}
-        self.written: set[str] = set()
 
     def write(self, table: str, batches: Iterable[pa.RecordBatch], *, empty_too: bool = False) -> None:
         schema = SCHEMAS[table]
@@ -281,8 +280,6 @@ class _SnapshotWriter:
             if writer is not None:
                 writer.close()
         self.rows[table] = total
-        if total or empty_too:
-            self.written.add(table)
 
 
 # ---------------------------------------------------------------------- the tables' rows

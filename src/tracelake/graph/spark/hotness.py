@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracelake.graph.spark.lake import LakeGraph
+from tracelake.graph.spark.lake import LakeGraph, asset_flows, kept
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -30,15 +30,10 @@ def hotness(
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
-    nodes, edges = graph.nodes, graph.edges
+    nodes = graph.nodes
     assets = nodes.where(F.col("node_type") == "asset").select(F.col("id").alias("vertex"))
-    flows = (
-        edges.where(
-            ~F.col("is_field") & F.col("valid_to").isNull() & (F.col("source_id") != F.col("target_id"))
-        )
-        .select(F.col("target_id").alias("voter"), F.col("source_id").alias("voted"))
-        .distinct()
-    )
+    # the consumer votes for its producer; a reader for what it read
+    flows = asset_flows(graph).select(F.col("target_id").alias("voter"), F.col("source_id").alias("voted"))
     reads = graph.reads.join(assets.withColumnRenamed("vertex", "asset_id"), "asset_id", "left_semi").select(
         (-F.col("process_id")).alias("voter"), F.col("asset_id").alias("voted")
     )
@@ -56,10 +51,7 @@ def hotness(
         base.unpersist()
         return graph.spark.createDataFrame([], "asset_id long, urn string, score double")
 
-    def keep(frame: DataFrame) -> DataFrame:
-        return frame.checkpoint(eager=True) if checkpointed else frame.localCheckpoint(eager=True)
-
-    rank = keep(base.withColumn("rank", F.lit(1.0 / n)))
+    rank = kept(base.withColumn("rank", F.lit(1.0 / n)), checkpointed)
     dangling_mass = float(rank.where(F.col("degree") == 0).agg(F.sum("rank")).first()[0] or 0.0)
     try:
         for _ in range(max_iterations):
@@ -85,7 +77,7 @@ def hotness(
             )
             # the change and the dangling mass are observed while the checkpoint is written: one job
             seen = Observation()
-            new = keep(
+            new = kept(
                 summed.select(
                     "vertex",
                     "degree",
@@ -100,7 +92,8 @@ def hotness(
                     F.sum(F.when(F.col("degree") == 0, F.col("rank")).otherwise(F.lit(0.0))).alias(
                         "dangling"
                     ),
-                )
+                ),
+                checkpointed,
             )
             change, dangling = seen.get["change"], seen.get["dangling"]
             rank = new.drop("before")

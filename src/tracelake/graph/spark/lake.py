@@ -71,3 +71,18 @@ def confidence_rank(column: str = "confidence") -> Column:
 
     ranks = [item for c in Confidence for item in (F.lit(str(c)), F.lit(c.rank))]
     return F.create_map(*ranks)[F.col(column)]
+
+
+def asset_flows(graph: LakeGraph) -> DataFrame:
+    """Table-level flows in force as unique (source_id, target_id) pairs, without self-loops
+    (`GraphIndex.asset_flows`): what hotness and the policies read."""
+    from pyspark.sql import functions as F
+
+    in_force = ~F.col("is_field") & F.col("valid_to").isNull() & (F.col("source_id") != F.col("target_id"))
+    return graph.edges.where(in_force).select("source_id", "target_id").distinct()
+
+
+def kept(frame: DataFrame, checkpointed: bool = False) -> DataFrame:
+    """`frame` computed now and cut from its plan: checkpointed to the SparkContext's checkpoint
+    folder when `checkpointed` (a lost executor costs one step), else in the executors' memory."""
+    return frame.checkpoint(eager=True) if checkpointed else frame.localCheckpoint(eager=True)

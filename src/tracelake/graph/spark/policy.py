@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tracelake.graph.policy import Policy, Violation
 from tracelake.graph.propagate import PropagationRules
-from tracelake.graph.spark.lake import LakeGraph
+from tracelake.graph.spark.lake import LakeGraph, asset_flows, kept
 from tracelake.graph.spark.walk import propagation
 
 if TYPE_CHECKING:
@@ -93,15 +93,7 @@ def violations(
 
 def _flows(graph: LakeGraph) -> DataFrame:
     """Table-level flows in force (each pair once, no self-loop), with both assets' URNs and facts."""
-    from pyspark.sql import functions as F
-
-    pairs = (
-        graph.edges.where(
-            ~F.col("is_field") & F.col("valid_to").isNull() & (F.col("source_id") != F.col("target_id"))
-        )
-        .select("source_id", "target_id")
-        .distinct()
-    )
+    pairs = asset_flows(graph)
     facts = graph.assets.select("id", "urn", "layer", "security_level")
     for side in ("source", "target"):
         named = facts.toDF(f"{side}_id", side, f"{side}_layer", f"{side}_level")
@@ -138,7 +130,7 @@ def _with_routes(hits: DataFrame, spread: DataFrame) -> DataFrame:
     going = hits.select("label", "node", "message", F.col("node").alias("at"), F.array("urn").alias("path"))
     done = None
     while True:
-        stepped = going.join(steps, ["label", "at"], "left").localCheckpoint(eager=True)
+        stepped = kept(going.join(steps, ["label", "at"], "left"))
         finished = stepped.where(F.col("parent").isNull()).select("label", "node", "message", "path")
         done = finished if done is None else done.unionByName(finished)
         going = stepped.where(F.col("parent").isNotNull()).select(

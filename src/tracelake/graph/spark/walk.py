@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tracelake.graph.propagate import PropagationRules
-from tracelake.graph.spark.lake import LakeGraph, confidence_rank
+from tracelake.graph.spark.lake import LakeGraph, confidence_rank, kept
 from tracelake.graph.traverse import Direction, TraversalFilters
 from tracelake.model import Confidence, Signal, Transformation
 
@@ -47,9 +47,6 @@ def walk(
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
-    def keep(frame: DataFrame) -> DataFrame:
-        return frame.checkpoint(eager=True) if checkpointed else frame.localCheckpoint(eager=True)
-
     # laid out by source once and kept: each hop shuffles only its frontier to the edges, never
     # the edges to the frontier
     partitions = int(edges.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
@@ -58,7 +55,7 @@ def walk(
         .repartition(partitions, "src")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    first = keep(
+    first = kept(
         starts.select("tag", "node")
         .distinct()
         .select(
@@ -68,7 +65,8 @@ def walk(
             F.lit(None).cast("long").alias("edge_id"),
             F.lit(None).cast("long").alias("parent"),
             F.col("node").alias("source"),
-        )
+        ),
+        checkpointed,
     )
     levels = [first]
     reached = first.select("tag", "node")
@@ -84,10 +82,11 @@ def walk(
             )
             first_way = hop.groupBy("tag", "node").agg(F.min("via").alias("via"))
             found = Observation()  # counted while the checkpoint is written: one job a hop
-            new = keep(
+            new = kept(
                 first_way.join(reached, ["tag", "node"], "left_anti")
                 .select("tag", "node", F.lit(depth).alias("depth"), "via.edge_id", "via.parent", "via.source")
-                .observe(found, F.count(F.lit(1)).alias("rows"))
+                .observe(found, F.count(F.lit(1)).alias("rows")),
+                checkpointed,
             )
             if found.get["rows"] == 0:
                 break
@@ -130,12 +129,9 @@ def propagation(
         pairs = sorted({(urn, label) for urn, labels in declared.items() for label in labels})
         wanted = spark.createDataFrame(pairs, "urn string, tag string")
     starts = wanted.join(nodes.select("urn", F.col("id").alias("node")), "urn").select("tag", "node")
-    carried = [str(t) for t in rules.transformations]
-    crossable = graph.edges.where(
-        F.col("valid_to").isNull()
-        & (confidence_rank() >= rules.min_confidence.rank)
-        & (~F.col("is_field") | F.col("transformation").isin(carried))
-    )
+    # the in-memory propagation's edge filter: in force, confident enough, carrying on field edges
+    filters = TraversalFilters(min_confidence=rules.min_confidence, transformations=rules.transformations)
+    crossable = _crossable(graph, filters)
     stop = _stop_nodes(graph, rules)
     walked = walk(
         _directed(crossable, "downstream"),
