@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from tracelake.collect.probe_flows import Capture, FlowSet, Landing, SampledRequest
 from tracelake.collect.probe_match import Limits, flatten
@@ -106,18 +106,39 @@ class ProbeStats:
 
 
 class _Request:
-    __slots__ = ("handler", "over_budget", "sinks", "sources", "spent_ns", "trace_id")
+    __slots__ = ("endpoint", "handler", "over_budget", "sampled", "sinks", "sources", "spent_ns", "trace_id")
 
-    def __init__(self, handler: str, trace_id: str) -> None:
+    def __init__(
+        self, handler: str, trace_id: str, endpoint: str | None = None, *, sampled: bool = True
+    ) -> None:
         self.handler = handler
         self.trace_id = trace_id
+        self.endpoint = endpoint
+        self.sampled = sampled  # else nothing is captured: the scope only says which request it is
         self.sources: list[Capture] = []
         self.sinks: list[Capture] = []
         self.spent_ns = 0
         self.over_budget = False
 
 
-_UNSAMPLED = _Request("", "")  # the scope of a request that is not sampled: nothing is captured
+class RequestScope(NamedTuple):
+    """The request some code runs in (`current_request`): its handler's process is
+    `web.handler/<handler>`; `endpoint` is the endpoint asset, when the scope was told it;
+    `trace_id` is empty for a request that is not sampled."""
+
+    handler: str
+    endpoint: str | None
+    trace_id: str
+
+
+def current_request() -> RequestScope | None:
+    """The request scope this code runs in, sampled or not (Python runs started inside a
+    request link to it: `tracelake.python`)."""
+    request = _current.get()
+    return None if request is None else RequestScope(request.handler, request.endpoint, request.trace_id)
+
+
+_UNSAMPLED_SCOPES = 1000
 _current: ContextVar[_Request | None] = ContextVar("tracelake_probe_request", default=None)
 _STOP = object()
 _THIS_FILE = __file__
@@ -126,7 +147,7 @@ _THIS_FILE = __file__
 def _sampled() -> _Request | None:
     """The sampled request this code runs in, if any."""
     request = _current.get()
-    return None if request is _UNSAMPLED else request
+    return request if request is not None and request.sampled else None
 
 
 class _Scope:
@@ -178,11 +199,13 @@ class Probes:
         self._lock = threading.Lock()  # guards self.flows between the worker and readers
         self._dirty = False
         self._warned: set[str] = set()
+        self._unsampled: dict[tuple[str, str | None], _Request] = {}
 
     # ------------------------------------------------------------ request scopes
 
-    def request(self, handler: str, trace_id: str | None = None) -> _Scope:
-        """The scope of one request to `handler` (its process is `web.handler/<handler>`).
+    def request(self, handler: str, trace_id: str | None = None, *, endpoint: str | None = None) -> _Scope:
+        """The scope of one request to `handler` (its process is `web.handler/<handler>`) at
+        the `endpoint` asset, if given.
 
         Inside a scope already open (a handler calling another), the outer scope goes on.
         """
@@ -190,9 +213,15 @@ class Probes:
             return _Scope(self, None)
         self.stats.requests += 1
         if self._sampler() >= self.config.sample_rate:
-            return _Scope(self, _UNSAMPLED)
+            # one scope object per handler, made once: an unsampled request allocates nothing
+            unsampled = self._unsampled.get((handler, endpoint))
+            if unsampled is None:
+                unsampled = self._unsampled[handler, endpoint] = _Request(
+                    handler, "", endpoint, sampled=False
+                )
+            return _Scope(self, unsampled)
         self.stats.sampled += 1
-        return _Scope(self, _Request(handler, trace_id or uuid.uuid4().hex))
+        return _Scope(self, _Request(handler, trace_id or uuid.uuid4().hex, endpoint))
 
     def source(self, asset: str, payload: Any) -> None:
         """Data the request received: each key of `payload` is a field of `asset`."""
@@ -225,7 +254,7 @@ class Probes:
 
                 @functools.wraps(function)
                 async def run_async(*args: Any, **kwargs: Any) -> Any:
-                    with self.request(name):
+                    with self.request(name, endpoint=asset):
                         record(args, kwargs)
                         return await function(*args, **kwargs)
 
@@ -233,7 +262,7 @@ class Probes:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                with self.request(name):
+                with self.request(name, endpoint=asset):
                     record(args, kwargs)
                     return function(*args, **kwargs)
 
@@ -288,7 +317,7 @@ class Probes:
             self.stats.over_budget += 1
 
     def _finish(self, request: _Request | None) -> None:
-        if request is None or request is _UNSAMPLED or not (request.sources and request.sinks):
+        if request is None or not request.sampled or not (request.sources and request.sinks):
             return
         try:
             if self._queue.qsize() >= self.config.max_pending:

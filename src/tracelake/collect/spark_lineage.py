@@ -119,6 +119,9 @@ class ActionLineage:
     read_directly: set[str] = field(default_factory=set)  # …and read as datasets
     # of a query action (count, collect, show): the columns its result holds or depends on
     read_columns: set[str] = field(default_factory=set)
+    # of a query action: each column of its result by name, with the source columns it derives
+    # from (what a DataFrame handed to pandas holds: `collect.spark_handoff`)
+    outputs: list[tuple[str, Deps]] = field(default_factory=list)
 
 
 # -- which parts of a plan an action's lineage needs ----------------------------------------
@@ -502,7 +505,8 @@ def analyze_action(
         evaluator.evaluate(query)
         return result
     rel = evaluator.evaluate(query)
-    for deps in (*(rel.column_deps(attr) for attr in rel.attrs), rel.indirect):
+    result.outputs = [(attr.name, rel.column_deps(attr)) for attr in rel.attrs]
+    for deps in (*(deps for _, deps in result.outputs), rel.indirect):
         result.read_columns.update(source for source, _ in deps)
     return result
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
+from tracelake.collect.run_edges import ABORT, COMPLETE, FAIL, RUNNING, EdgeSource, keeping, stored_edges
 from tracelake.collect.spark_datasets import Dataset, TableChange
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_lineage import (
@@ -38,23 +39,15 @@ from tracelake.model import (
     Process,
     Run,
     Signal,
-    Transformation,
     utcnow,
 )
 
 logger = logging.getLogger("tracelake.spark")
 
-RUNNING, COMPLETE, FAIL, ABORT = "RUNNING", "COMPLETE", "FAIL", "ABORT"
 PROCESS_PREFIX = "spark.job/"
 # Failures of analysis (reading a path that does not exist, as existence checks do) are no action
 # that ran: caught by the job, they do not fail its run.
 _NOT_ACTIONS = frozenset({"analyze"})
-
-
-class EdgeSource(Protocol):
-    """What a run's batch asks of the store (a LineageStore is one)."""
-
-    def edges(self, *, as_of: datetime | None = None, process: str | None = None) -> list[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,21 +251,8 @@ class RunRecord:
         if complete or not batch.processes:
             return batch
         if self._edges_before is None:
-            self._edges_before = [
-                FlowEdge(
-                    e.source,
-                    e.target,
-                    e.process,
-                    Signal.SPARK_RUNTIME,
-                    Confidence(e.confidence),
-                    Transformation(e.transformation) if e.transformation else None,
-                )
-                for e in store.edges(process=self.process_urn)
-                if e.signal == Signal.SPARK_RUNTIME
-            ]
-        seen = {edge.key for edge in batch.edges}
-        kept = [edge for edge in self._edges_before if edge.key not in seen]
-        return replace(batch, edges=[*batch.edges, *kept])
+            self._edges_before = stored_edges(store, self.process_urn, Signal.SPARK_RUNTIME)
+        return keeping(batch, self._edges_before)
 
     def _build_batch(self) -> LineageBatch:
         state = self._lineage

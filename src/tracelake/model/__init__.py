@@ -44,6 +44,8 @@ class Signal(StrEnum):
     CONFIG = "config"
     PROBE = "probe"
     MANUAL = "manual"
+    # Python data and model code as it ran (`tracelake.python`). Last: stored codes are positions.
+    AI_RUNTIME = "ai_runtime"
 
 
 class Confidence(StrEnum):

@@ -45,13 +45,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracelake.collect import spark_journal
+from tracelake.collect.run_edges import ABORT, COMPLETE, RUNNING
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_listener import ActionFailure, CaptureJournal, ListenerQueue, parse_lines
 from tracelake.collect.spark_run import (
-    ABORT,
-    COMPLETE,
     PROCESS_PREFIX,
-    RUNNING,
     ActionRecord,
     RunRecord,
 )
@@ -71,6 +69,18 @@ _FLUSH_TIMEOUT = 60.0
 INGEST_INTERVAL = 10.0
 # The run's lease says its driver is alive to other hosts sharing the store (`leases.STALE`).
 LEASE_RENEWAL = 30.0
+
+
+# The runs going on in this process, latest last: code started inside one links to it
+# (`tracelake.python`).
+_running: list[SparkTracker] = []
+_running_lock = threading.Lock()
+
+
+def running() -> SparkTracker | None:
+    """The latest tracked Spark run of this process still going, if any."""
+    with _running_lock:
+        return _running[-1] if _running else None
 
 
 class SparkTracker:
@@ -126,6 +136,8 @@ class SparkTracker:
         self._worker = _Worker(self, ingest_interval)
         self._worker.start()  # its first act: sync the journal's header, recover what dead drivers left
         self._hooks = _EndHooks(self)
+        with _running_lock:
+            _running.append(self)
         self._emit("start")
 
     # -- public ---------------------------------------------------------------------------
@@ -168,6 +180,9 @@ class SparkTracker:
         if self._stopped:
             return
         self._stopped = True
+        with _running_lock:
+            if self in _running:
+                _running.remove(self)
         self._hooks.remove()
         self._drain_bus(_FLUSH_TIMEOUT)
         self._journal.close()

@@ -25,12 +25,13 @@ const V_GAP = 14;
 const MARGIN = 40;
 const ANCHOR_Y = 21; // where table edges meet a box, from its top
 
-const SIGNALS = ["sql_static", "spark_runtime", "openlineage", "config", "probe", "manual"];
+const SIGNALS = ["sql_static", "spark_runtime", "openlineage", "config", "probe", "manual", "ai_runtime"];
 const TRANSFORMATIONS = [
   "IDENTITY", "TRANSFORMATION", "AGGREGATION", "FILTER", "JOIN", "GROUP_BY", "SORT", "WINDOW", "CONDITIONAL",
 ];
 const SIGNAL_DASH = {
-  sql_static: null, spark_runtime: "7 4", openlineage: "2 3", config: "10 3 2 3", probe: "1 4", manual: "12 6",
+  sql_static: null, spark_runtime: "7 4", openlineage: "2 3", config: "10 3 2 3", probe: "1 4", ai_runtime: "6 2 1 2",
+  manual: "12 6",
 };
 const CONFIDENCE_RANK = { LOW: 1, MEDIUM: 2, HIGH: 3 };
 

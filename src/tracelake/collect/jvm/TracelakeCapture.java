@@ -134,6 +134,25 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
         }
     }
 
+    /** The line `onSuccess` would journal for `qe`, returned instead of written: the lineage of
+     * a DataFrame handed to Python (`toPandas`), wanted at once and by a listener never opened. */
+    public synchronized String describe(String funcName, QueryExecution qe) throws Exception {
+        long started = System.nanoTime();
+        LogicalPlan plan = qe.analyzed();
+        List problems = new ArrayList();
+        String json = planJson(plan, problems);
+        ObjectNode found = mapper.createObjectNode();
+        collectRelations(plan, found, problems);
+        ObjectNode line = mapper.createObjectNode();
+        line.put("kind", "success");
+        line.put("func", funcName);
+        line.put("at_ms", System.currentTimeMillis());
+        line.put("duration_ns", 0L);
+        line.set("relations", found);
+        line.set("command", mapper.createObjectNode());
+        return lineWithPlan(line, problems, started, json);
+    }
+
     public synchronized void onFailure(String funcName, QueryExecution qe, Exception exception) {
         if (!closed) {
             report("failure", funcName, exception);
@@ -735,13 +754,18 @@ public class TracelakeCapture implements org.apache.spark.sql.util.QueryExecutio
      * JSON, which is JSON already: spliced in as text rather than parsed and written again. */
     private void writeWithPlan(ObjectNode line, List problems, long started, String planJson)
             throws java.io.IOException {
+        write(lineWithPlan(line, problems, started, planJson));
+    }
+
+    private String lineWithPlan(ObjectNode line, List problems, long started, String planJson)
+            throws java.io.IOException {
         ArrayNode listed = line.putArray("problems");
         for (int i = 0; i < problems.size(); i++) {
             listed.add((String) problems.get(i));
         }
         line.put("capture_ns", System.nanoTime() - started);
         String text = mapper.writeValueAsString(line);
-        write(text.substring(0, text.length() - 1) + ",\"plan\":" + planJson + "}\n");
+        return text.substring(0, text.length() - 1) + ",\"plan\":" + planJson + "}\n";
     }
 
     /** One whole line a write call; a segment full is closed before the next is made, so Python

@@ -1,0 +1,405 @@
+"""Which Python I/O calls move data, and what each call read or wrote (for `tracelake.python`).
+
+`HOOKS` lists the calls: pandas readers and `DataFrame.to_*` writers, pyarrow's Parquet, CSV,
+Feather and dataset functions, Spark's `toPandas`/`toArrow` hand-offs, joblib and pickle dumps
+and loads, ONNX and safetensors files. Each `Hook` names a module, an attribute (a function, or
+a method `Class.method`) and a describer: from the call's arguments and what it returned, the
+`DataRead` or `DataWrite` it was, or None for a call that moved no data Tracelake names (a
+pickle of a plain dict, a buffer with no file behind it). A describer never sees record values
+beyond column names and a model's feature names.
+
+Names: a file is `file.dataset/<absolute location>` (`names.location_urn`, as Spark names it);
+a model file is `ai.model/<name>`, the name given for its location (`Naming.models`) or else
+the location itself; a SQL table is named from its connection's URL the OpenLineage way
+(`postgres://host:5432` + `db.schema.table`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracelake.collect.python_run import DataRead, DataWrite, NotDescribed
+from tracelake.collect.sql_relation import column_urn
+from tracelake.model import names
+
+Observation = DataRead | DataWrite
+Describer = Callable[["Call", "Naming"], Observation | None]
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How the run names what it touches: model files by location → model name."""
+
+    models: Mapping[str, str] = field(default_factory=dict)
+
+    def dataset(self, location: str) -> str:
+        return names.location_urn(location)
+
+    def model(self, location: str) -> str:
+        given = self.models.get(location)
+        return names.asset_urn("ai.model", given if given else location)
+
+
+@dataclass(frozen=True)
+class Hook:
+    module: str
+    attribute: str  # `function` or `Class.method`
+    describe: Describer
+
+    @property
+    def call(self) -> str:
+        return f"{self.module}.{self.attribute}"
+
+
+@dataclass(frozen=True)
+class Spot:
+    """Where a call's argument is: its position, or one of its keyword names."""
+
+    position: int
+    keywords: tuple[str, ...]
+
+    def of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if len(args) > self.position:
+            return args[self.position]
+        for keyword in self.keywords:
+            if keyword in kwargs:
+                return kwargs[keyword]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call that returned: which (`module.attribute`), its arguments and its result."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any
+
+    def arg(self, spot: Spot) -> Any:
+        return spot.of(self.args, self.kwargs)
+
+
+# -- what an argument or a result is -------------------------------------------------------
+
+
+def location(value: Any) -> str | None:
+    """The file or URI behind a path argument (a string, a PathLike, an open file with a name);
+    local paths made absolute. None for a buffer."""
+    found: Any = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(found, str | bytes):
+        found = getattr(found, "name", None)  # an open file; BytesIO has none
+        if not isinstance(found, str) or found.startswith("<"):
+            return None
+    text = os.fsdecode(found)
+    if "://" in text or text.startswith("file:"):
+        return text
+    return os.path.abspath(text)
+
+
+def columns_of(value: Any) -> tuple[str, ...] | None:
+    """A frame's or a table's column names: pandas (a Series by its name), pyarrow (tables,
+    record batches, datasets); None for anything else."""
+    module = type(value).__module__
+    if module.startswith("pandas"):
+        if hasattr(value, "columns"):
+            return tuple(_column_name(name) for name in value.columns)
+        name = getattr(value, "name", None)
+        return (str(name),) if name is not None else ()
+    if module.startswith("pyarrow"):
+        schema = getattr(value, "schema", None)
+        if schema is not None and hasattr(schema, "names"):
+            return tuple(schema.names)
+    return None
+
+
+def _column_name(name: Any) -> str:
+    """A pandas column label as a path: a MultiIndex's tuple joined with dots."""
+    if isinstance(name, tuple):
+        return ".".join(str(part) for part in name if part != "")
+    return str(name)
+
+
+def model_of(value: Any) -> tuple[Any, dict[str, Any]] | None:
+    """(the model, its facts) when `value` is a model, or holds one at its top level (a dict
+    such as `{"model": estimator, "features": [...]}`); None otherwise. A model is a
+    scikit-learn-style estimator (`fit` and `get_params`), anything with `predict`, or a torch
+    module."""
+    for candidate in (value, *(value.values() if isinstance(value, dict) else ())):
+        if _is_model(candidate):
+            kind = type(candidate)
+            facts: dict[str, Any] = {"class": f"{kind.__module__}.{kind.__qualname__}"}
+            features = _features(candidate)
+            if features:
+                facts["features"] = len(features)
+            return candidate, facts
+    return None
+
+
+def _is_model(value: Any) -> bool:
+    if isinstance(value, type):
+        return False
+    kind = type(value)
+    if any(
+        base.__module__ == "torch.nn.modules.module" and base.__name__ == "Module" for base in kind.__mro__
+    ):
+        return True
+    return (hasattr(value, "fit") and hasattr(value, "get_params")) or callable(
+        getattr(value, "predict", None)
+    )
+
+
+def _features(model: Any) -> tuple[str, ...]:
+    """The feature names a model was fitted on (scikit-learn's `feature_names_in_`, kept when
+    it was fitted on a DataFrame); a pipeline's from its first step."""
+    found = getattr(model, "feature_names_in_", None)
+    if found is None:
+        return ()
+    return tuple(str(name) for name in found)
+
+
+def _read_columns(asset: str, columns: tuple[str, ...] | None) -> dict[str, frozenset[str]]:
+    return {name: frozenset({column_urn(asset, name.lower())}) for name in columns or ()}
+
+
+# -- describers ----------------------------------------------------------------------------
+
+
+def reads_frame(path: Spot, fmt: str) -> Describer:
+    """A reader of a file whose result is a frame or table (its columns are what was read)."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        asset = naming.dataset(where)
+        return DataRead(
+            call.name, (asset,), _read_columns(asset, columns_of(call.result)), facts=_file(where, fmt)
+        )
+
+    return describe
+
+
+def writes_frame(data: Spot, path: Spot, fmt: str) -> Describer:
+    """A writer of a frame or table to a file."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        columns = columns_of(call.arg(data)) or ()
+        return DataWrite(call.name, naming.dataset(where), columns, facts=_file(where, fmt))
+
+    return describe
+
+
+def loads_object(path: Spot, fmt: str) -> Describer:
+    """A load of whatever a file holds (joblib, pickle): a model, or a frame, or neither."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        model = model_of(call.result)
+        if model is not None:
+            facts = _file(where, fmt) | model[1]
+            return DataRead(call.name, (naming.model(where),), model=True, facts=facts)
+        columns = columns_of(call.result)
+        if columns is None:
+            return None
+        asset = naming.dataset(where)
+        return DataRead(call.name, (asset,), _read_columns(asset, columns), facts=_file(where, fmt))
+
+    return describe
+
+
+def saves_object(data: Spot, path: Spot, fmt: str) -> Describer:
+    """A dump of an object to a file (joblib, pickle): a model, or a frame, or neither."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        value = call.arg(data)
+        model = model_of(value)
+        if model is not None:
+            facts = _file(where, fmt) | model[1]
+            return DataWrite(call.name, naming.model(where), _features(model[0]), model=True, facts=facts)
+        columns = columns_of(value)
+        if columns is None:
+            return None
+        return DataWrite(call.name, naming.dataset(where), columns, facts=_file(where, fmt))
+
+    return describe
+
+
+def loads_model(path: Spot, fmt: str) -> Describer:
+    """A load of a file that holds a model's weights or graph (ONNX, safetensors)."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        return DataRead(call.name, (naming.model(where),), model=True, facts=_file(where, fmt))
+
+    return describe
+
+
+def saves_model(path: Spot, fmt: str) -> Describer:
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        where = location(call.arg(path))
+        if where is None:
+            return None
+        return DataWrite(call.name, naming.model(where), model=True, facts=_file(where, fmt))
+
+    return describe
+
+
+def reads_sql(query: Spot, connection: Spot) -> Describer:
+    """`read_sql`, `read_sql_query`, `read_sql_table`: the tables a query reads (a bare name is
+    a table); the result's columns are the table's when it reads one."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        namespace, database = sql_namespace(call.arg(connection))
+        text = str(call.arg(query) or "").strip()
+        tables = [text] if text and not any(c.isspace() for c in text) else _queried_tables(text)
+        schema = call.kwargs.get("schema")
+        assets = tuple(
+            dict.fromkeys(names.asset_urn(namespace, _qualified(database, schema, t)) for t in tables)
+        )
+        if not assets:
+            raise NotDescribed("a query whose tables could not be found")
+        columns = _read_columns(assets[0], columns_of(call.result)) if len(assets) == 1 else {}
+        return DataRead(call.name, assets, columns)
+
+    return describe
+
+
+def writes_sql(data: Spot, table: Spot, connection: Spot) -> Describer:
+    """`DataFrame.to_sql(name, con, schema=…)`."""
+
+    def describe(call: Call, naming: Naming) -> Observation | None:
+        namespace, database = sql_namespace(call.arg(connection))
+        name = _qualified(database, call.kwargs.get("schema"), str(call.arg(table)))
+        return DataWrite(call.name, names.asset_urn(namespace, name), columns_of(call.arg(data)) or ())
+
+    return describe
+
+
+def sql_namespace(connection: Any) -> tuple[str, str | None]:
+    """(OpenLineage namespace, database) of a SQLAlchemy engine or connection, or its URL."""
+    from sqlalchemy.engine import make_url
+
+    url = getattr(getattr(connection, "engine", connection), "url", None)
+    if url is None and isinstance(connection, str):
+        url = make_url(connection)
+    if url is None:
+        raise NotDescribed(f"a connection of type {type(connection).__name__} names no database")
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        path = os.path.abspath(url.database) if url.database and url.database != ":memory:" else ":memory:"
+        return f"sqlite://{path}", None
+    scheme = {"postgresql": "postgres"}.get(backend, backend)
+    authority = f"{url.host}:{url.port}" if url.port else str(url.host)
+    return f"{scheme}://{authority}", url.database
+
+
+def _qualified(database: str | None, schema: str | None, table: str) -> str:
+    parts = table.split(".")
+    if schema and len(parts) == 1:
+        parts = [schema, *parts]
+    if database and len(parts) <= 2:
+        parts = [database, *parts]
+    return ".".join(parts)
+
+
+def _queried_tables(sql: str) -> list[str]:
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql)
+    except sqlglot.errors.ParseError:
+        raise NotDescribed("a query that does not parse") from None
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    return [t.sql() for t in tree.find_all(exp.Table) if t.name and t.name not in ctes]
+
+
+def hands_off(call: Call, naming: Naming) -> Observation | None:
+    """A Spark DataFrame handed to pandas or Arrow: its plan says what it read, column by column."""
+    from tracelake.collect.spark_handoff import handoff_read
+
+    return handoff_read(call.name, call.args[0])
+
+
+def _file(where: str, fmt: str) -> dict[str, Any]:
+    return {"format": fmt, "location": where}
+
+
+# -- the calls -----------------------------------------------------------------------------
+
+_PATH = Spot(0, ("path", "filepath_or_buffer", "path_or_buf", "io", "source", "filename", "f", "file"))
+_METHOD_PATH = Spot(1, ("path", "path_or_buf", "excel_writer", "fname"))
+_SELF = Spot(0, ())
+
+
+def _hooks() -> tuple[Hook, ...]:
+    pandas = [
+        *(
+            Hook("pandas", f"read_{fmt}", reads_frame(_PATH, fmt))
+            for fmt in ("parquet", "csv", "json", "feather", "orc", "excel")
+        ),
+        Hook("pandas", "read_pickle", loads_object(_PATH, "pickle")),
+        Hook("pandas", "read_sql", reads_sql(Spot(0, ("sql",)), Spot(1, ("con",)))),
+        Hook("pandas", "read_sql_query", reads_sql(Spot(0, ("sql",)), Spot(1, ("con",)))),
+        Hook("pandas", "read_sql_table", reads_sql(Spot(0, ("table_name",)), Spot(1, ("con",)))),
+        *(
+            Hook("pandas", f"DataFrame.to_{fmt}", writes_frame(_SELF, _METHOD_PATH, fmt))
+            for fmt in ("parquet", "csv", "json", "feather", "orc", "excel")
+        ),
+        Hook("pandas", "DataFrame.to_pickle", saves_object(_SELF, _METHOD_PATH, "pickle")),
+        Hook("pandas", "DataFrame.to_sql", writes_sql(_SELF, Spot(1, ("name",)), Spot(2, ("con",)))),
+    ]
+    arrow = [
+        Hook("pyarrow.parquet", "read_table", reads_frame(Spot(0, ("source",)), "parquet")),
+        Hook(
+            "pyarrow.parquet",
+            "write_table",
+            writes_frame(Spot(0, ("table",)), Spot(1, ("where",)), "parquet"),
+        ),
+        Hook("pyarrow.dataset", "dataset", reads_frame(Spot(0, ("source",)), "dataset")),
+        Hook(
+            "pyarrow.dataset",
+            "write_dataset",
+            writes_frame(Spot(0, ("data",)), Spot(1, ("base_dir",)), "dataset"),
+        ),
+        Hook("pyarrow.csv", "read_csv", reads_frame(Spot(0, ("input_file",)), "csv")),
+        Hook("pyarrow.csv", "write_csv", writes_frame(Spot(0, ("data",)), Spot(1, ("output_file",)), "csv")),
+        Hook("pyarrow.feather", "read_table", reads_frame(Spot(0, ("source",)), "feather")),
+        Hook(
+            "pyarrow.feather", "write_feather", writes_frame(Spot(0, ("df",)), Spot(1, ("dest",)), "feather")
+        ),
+    ]
+    spark = [
+        Hook("pyspark.sql.classic.dataframe", "DataFrame.toPandas", hands_off),
+        Hook("pyspark.sql.classic.dataframe", "DataFrame.toArrow", hands_off),
+    ]
+    models = [
+        Hook("joblib", "dump", saves_object(Spot(0, ("value",)), Spot(1, ("filename",)), "joblib")),
+        Hook("joblib", "load", loads_object(Spot(0, ("filename",)), "joblib")),
+        Hook("pickle", "dump", saves_object(Spot(0, ("obj",)), Spot(1, ("file",)), "pickle")),
+        Hook("pickle", "load", loads_object(Spot(0, ("file",)), "pickle")),
+        Hook("onnx", "save_model", saves_model(Spot(1, ("f",)), "onnx")),
+        Hook("onnx", "load_model", loads_model(Spot(0, ("f",)), "onnx")),
+        Hook("safetensors.numpy", "save_file", saves_model(Spot(1, ("filename",)), "safetensors")),
+        Hook("safetensors.numpy", "load_file", loads_model(Spot(0, ("filename",)), "safetensors")),
+        Hook("safetensors.torch", "save_file", saves_model(Spot(1, ("filename",)), "safetensors")),
+        Hook("safetensors.torch", "load_file", loads_model(Spot(0, ("filename",)), "safetensors")),
+    ]
+    return (*pandas, *arrow, *spark, *models)
+
+
+HOOKS: tuple[Hook, ...] = _hooks()

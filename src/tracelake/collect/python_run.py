@@ -1,0 +1,313 @@
+"""Lineage of one run of Python data or model code (signal `ai_runtime`): datasets to models.
+
+The tracker (`tracelake.python`) tells a `PythonRunRecord` what each I/O call did, in the order
+the calls returned: a `DataRead` (what was read, and each column of the result by name with the
+source columns it holds) or a `DataWrite` (the asset written, with the frame's column names or
+the model's feature names). Between those calls Python code moves values in ways no hook sees,
+so a run's reads and writes are joined by the run itself, as Meta's lineage joins the reads and
+writes of one job or trace:
+
+- **Into every write, from every asset read before it** in the run, an asset edge. It is HIGH
+  when a column of the write is found by name among the columns read from that asset (the data
+  itself says where it came from), else MEDIUM (the run read it first: nothing more is known).
+- **A written column** (a frame's column, a model's feature) **named as a column read before**
+  gets field edges from the source columns that name held, TRANSFORMATION (the code may have
+  changed the values under the name): HIGH when one read alone offered the name, MEDIUM for each
+  when several did. Names compare case-insensitively, as Spark's do.
+- **A run serving a web request** (`RunContext.endpoint`): each model it loaded flows into the
+  request's endpoint, MEDIUM (the model answers the endpoint's requests).
+- An asset read that flows into nothing the run wrote is an `AssetRead`.
+
+An asset read and then written by the same run (a file updated in place) gets no edge into
+itself. The record is plain data and pure: the tracker owns hooks, threads and the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tracelake.collect.run_edges import COMPLETE, FAIL, RUNNING
+from tracelake.collect.sql_relation import column_urn
+from tracelake.model import (
+    Asset,
+    AssetRead,
+    Confidence,
+    Field,
+    FlowEdge,
+    LineageBatch,
+    Process,
+    Run,
+    Signal,
+    Transformation,
+    utcnow,
+)
+
+PROCESS_PREFIX = "python.job/"
+SIGNAL = Signal.AI_RUNTIME
+
+
+class NotDescribed(Exception):
+    """A call that moved data whose lineage cannot be told (the tracker records it as a problem)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataRead:
+    """One call that read data: `assets` (a Spark hand-off reads several), and each column of
+    what it returned by name → the source columns (field URNs) it holds."""
+
+    call: str  # the function called, e.g. `pandas.read_parquet`
+    assets: tuple[str, ...]
+    columns: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    model: bool = False  # the assets are models (a load), not datasets
+    facts: Mapping[str, Any] = field(default_factory=dict)  # of the assets: format, location…
+
+
+@dataclass(frozen=True, slots=True)
+class DataWrite:
+    """One call that wrote `asset`: a frame's columns, or a model's features, by name."""
+
+    call: str
+    asset: str
+    columns: tuple[str, ...] = ()
+    model: bool = False
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What the run was started inside: a tracked Spark job's run, an Airflow task, a web
+    request. `process` and `run_id` name it; `endpoint` is a web request's endpoint asset."""
+
+    kind: str  # spark | airflow | web
+    process: str
+    run_id: str | None = None
+    endpoint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        found = {"kind": self.kind, "process": self.process, "run_id": self.run_id}
+        return found | ({"endpoint": self.endpoint} if self.endpoint else {})
+
+
+@dataclass
+class RunHeader:
+    run_id: str
+    job: str
+    started_at: datetime
+    user: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    contexts: tuple[RunContext, ...] = ()  # innermost first
+
+    @property
+    def process_urn(self) -> str:
+        return PROCESS_PREFIX + self.job
+
+    @property
+    def parent(self) -> RunContext | None:
+        return self.contexts[0] if self.contexts else None
+
+
+class PythonRunRecord:
+    """The observations of one run and the batch they make (see the module docstring).
+    Calls may come from any thread of the process."""
+
+    def __init__(self, header: RunHeader) -> None:
+        self.header = header
+        self.status = RUNNING
+        self.ended_at: datetime | None = None
+        self.error_class: str | None = None
+        self.calls: dict[str, int] = {}
+        self.failed_hooks: dict[str, str] = {}  # call → the error class of a hook that failed there
+        self._observed: list[DataRead | DataWrite] = []
+        self._lock = threading.Lock()
+
+    @property
+    def process_urn(self) -> str:
+        return self.header.process_urn
+
+    def observe(self, item: DataRead | DataWrite) -> None:
+        with self._lock:
+            self._observed.append(item)
+            self.calls[item.call] = self.calls.get(item.call, 0) + 1
+
+    def hook_failed(self, call: str, error_class: str) -> None:
+        with self._lock:
+            self.failed_hooks.setdefault(call, error_class)
+
+    def end(self, error: BaseException | None = None, at: datetime | None = None) -> None:
+        with self._lock:
+            self.ended_at = at or utcnow()
+            self.status = COMPLETE if error is None else FAIL
+            self.error_class = None if error is None else type(error).__name__
+
+    @property
+    def observed(self) -> list[DataRead | DataWrite]:
+        with self._lock:
+            return list(self._observed)
+
+    @property
+    def run(self) -> Run:
+        header = self.header
+        parent = header.parent
+        return Run(
+            header.run_id,
+            self.process_urn,
+            started_at=header.started_at,
+            ended_at=self.ended_at,
+            status=self.status,
+            job_id=parent.run_id if parent else None,
+            user=header.user,
+        )
+
+    # -- the batch ------------------------------------------------------------------------
+
+    def batch(self) -> LineageBatch:
+        """The run's lineage so far, observed at the run's start."""
+        observed = self.observed
+        edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]] = {}
+        reads: list[DataRead] = []
+        for item in observed:
+            if isinstance(item, DataRead):
+                reads.append(item)
+            else:
+                _join(reads, item, edges)
+        endpoint = self.header.parent.endpoint if self.header.parent else None
+        if endpoint:
+            for read in reads:
+                for model in read.assets if read.model else ():
+                    why = f"loaded by a run serving requests to {endpoint}"
+                    _add(edges, (model, endpoint, None), Confidence.MEDIUM, why)
+        flow_edges = [
+            FlowEdge(source, target, self.process_urn, SIGNAL, confidence, kind, why)
+            for (source, target, kind), (confidence, why) in edges.items()
+        ]
+        assets = _assets(observed, endpoint)
+        fields = dict.fromkeys(
+            [
+                *(source for read in reads for sources in read.columns.values() for source in sources),
+                *(node for edge in flow_edges for node in (edge.source, edge.target) if "#" in node),
+            ]
+        )
+        header = self.header
+        feeding = {edge.source for edge in flow_edges if edge.transformation is None}
+        read_only: dict[str, set[str]] = {}
+        for read in reads:
+            for asset in read.assets:
+                if asset not in feeding:
+                    read_only.setdefault(asset, set()).update(_paths(read, asset))
+        return LineageBatch(
+            assets=[Asset(urn, metadata=dict(facts)) for urn, facts in assets.items()],
+            fields=[Field(urn) for urn in fields],
+            processes=[Process(self.process_urn, name=header.job, kind="python", metadata=self._metadata())],
+            runs=[self.run],
+            edges=flow_edges,
+            reads=[
+                AssetRead(
+                    asset,
+                    header.run_id,
+                    self.process_urn,
+                    header.started_at,
+                    header.user,
+                    SIGNAL,
+                    tuple(sorted(paths)),
+                )
+                for asset, paths in read_only.items()
+            ],
+            observed_at=header.started_at,
+        )
+
+    def _metadata(self) -> dict[str, Any]:
+        header = self.header
+        metadata: dict[str, Any] = {
+            "run_id": header.run_id,
+            "status": self.status,
+            "started_at": header.started_at.isoformat(),
+            "host": header.host,
+            "pid": header.pid,
+            "calls": dict(self.calls),
+            "contexts": [context.to_json() for context in header.contexts],
+        }
+        if self.ended_at is not None:
+            metadata["ended_at"] = self.ended_at.isoformat()
+            metadata["duration_ms"] = round((self.ended_at - header.started_at).total_seconds() * 1000, 3)
+        if self.error_class is not None:
+            metadata["error_class"] = self.error_class
+        if self.failed_hooks:
+            metadata["failed_hooks"] = dict(self.failed_hooks)
+        return metadata
+
+
+def _join(
+    reads: list[DataRead],
+    write: DataWrite,
+    edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]],
+) -> None:
+    """The edges into `write` from the `reads` before it."""
+    offered: dict[str, set[frozenset[str]]] = {}  # a column name → the source sets read under it
+    for read in reads:
+        for name, sources in read.columns.items():
+            if sources:
+                offered.setdefault(name.lower(), set()).add(sources)
+    evidence: set[str] = set()  # assets whose columns the write holds by name
+    for name in dict.fromkeys(column.lower() for column in write.columns):
+        holders = offered.get(name)
+        if not holders:
+            continue
+        target = column_urn(write.asset, name)
+        sure = len(holders) == 1
+        confidence = Confidence.HIGH if sure else Confidence.MEDIUM
+        why = "" if sure else f"{len(holders)} reads of the run offered a column named {name!r}"
+        for sources in holders:
+            for source in sources:
+                asset = source.partition("#")[0]
+                if asset != write.asset:
+                    _add(edges, (source, target, Transformation.TRANSFORMATION), confidence, why)
+                    evidence.add(asset)
+    for read in reads:
+        for asset in read.assets:
+            if asset == write.asset:
+                continue
+            if asset in evidence:
+                _add(edges, (asset, write.asset, None), Confidence.HIGH, "")
+            else:
+                why = "read earlier in the same run; no column of the write is named as one read from it"
+                _add(edges, (asset, write.asset, None), Confidence.MEDIUM, why)
+
+
+def _add(
+    edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]],
+    key: tuple[str, str, Transformation | None],
+    confidence: Confidence,
+    why: str,
+) -> None:
+    """Keep the surest confidence said of an edge (a sure edge needs no description)."""
+    known = edges.get(key)
+    if known is None or confidence.rank > known[0].rank:
+        edges[key] = (confidence, why)
+
+
+def _assets(observed: Iterable[DataRead | DataWrite], endpoint: str | None) -> dict[str, dict[str, Any]]:
+    """Every asset the run touched, with what the calls said of it (format, location, class)."""
+    assets: dict[str, dict[str, Any]] = {}
+    for item in observed:
+        for urn in item.assets if isinstance(item, DataRead) else (item.asset,):
+            facts = assets.setdefault(urn, {})
+            facts.update(item.facts)
+    if endpoint:
+        assets.setdefault(endpoint, {})
+    return assets
+
+
+def _paths(read: DataRead, asset: str) -> set[str]:
+    """The paths of `asset`'s columns that `read` returned."""
+    prefix = asset + "#"
+    return {
+        source.removeprefix(prefix)
+        for sources in read.columns.values()
+        for source in sources
+        if source.startswith(prefix)
+    }
