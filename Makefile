@@ -8,7 +8,7 @@ export VENV
 .PHONY: demo test lint bench clean
 
 demo:
-	@scripts/bootstrap.sh
+	@scripts/bootstrap.sh ai
 	@scripts/demo.sh
 	@scripts/demo_spark.sh
 	@scripts/demo_privacy.sh

@@ -24,5 +24,17 @@ step "What only the runtime signal sees: the ranking feature DATING_USER_RELIGIO
 "$tl" lineage dating.dating_training_tbl#dating_user_religion_score --up --signal spark_runtime \
   --direct-only --format table
 
+step "Train the ranking model with pandas and scikit-learn on the pipeline's output, tracked by tracelake.python.track() inside a tracked Spark run; the ranking service loads it for a request"
+"$venv/bin/python" -m examples.dating.train --db "$TRACELAKE_DB"
+
+step "Religion reaching the model through the training code itself (signal ai_runtime), column by column"
+"$tl" lineage dating.dating_training_tbl#same_religion --down --signal ai_runtime --format table
+
+step "The model, the endpoint that serves it, and the run that linked them"
+"$tl" lineage ai.model/dating_ranking_model --down --signal ai_runtime --format table
+
+step "A discovery session from religion: the model's features are reached through code by HIGH flows; the endpoint serving it waits as a candidate"
+"$tl" discover start --label religion | grep -E "discovery-|dating_ranking_model|ranking\.recommend|candidate\(s\)"
+
 echo
 echo "Store: $TRACELAKE_DB  (try: $tl lineage $column --up --signal spark_runtime --db $TRACELAKE_DB)"

@@ -209,3 +209,56 @@ def test_tracked_run_stores_the_runtime_lineage(
     assert sqlite_store.node(feature) is not None
     processes = {e.process for e in sqlite_store.edges()}
     assert processes == {f"spark.job/{job}" for job in tracked}
+
+
+def test_the_trained_model_reaches_religion_through_code_and_discovery_follows_it(
+    spark: SparkSession, untracked_run: dict[str, dict[str, int]], lake: Any, sqlite_store: Any
+) -> None:
+    """`examples/dating/train.py` tracked after the `features` job: the model's features come from
+    the training table's columns through the toPandas hand-off and scikit-learn's fit, and the
+    service that loads the model serves ranking.recommend.
+
+    Worked out from train.py: the frame selects the three features and candidate_id; the model is
+    fitted on the three features only (Pipeline.feature_names_in_), so candidate_id is no model
+    field. 4000 rows: one per match, every user being user_a of two (see the module docstring).
+    """
+    from examples.dating import train
+
+    import tracelake.python
+    import tracelake.spark
+    from tracelake import Tracelake
+    from tracelake.app.review import Review
+    from tracelake.collect.probes import Probes
+
+    with tracelake.spark.track(spark, job="features", store=sqlite_store):
+        assert pipeline.features(spark, lake, pipeline.DS) == untracked_run["features"]
+    models = {str(train.model_path(lake)): train.MODEL}
+    with (
+        tracelake.spark.track(spark, job="ranking_training_data", store=sqlite_store) as spark_run,
+        tracelake.python.track(job="dating_ranking_training", store=sqlite_store, models=models) as run,
+    ):
+        _, rows = train.train(spark, lake)
+    assert rows == 4000
+    assert run.run.job_id == spark_run.run.run_id  # linked to the Spark run it ran inside
+
+    table, model = "hive.table/dating.dating_training_tbl", "ai.model/dating_ranking_model"
+    code_edges = {
+        (e.source, e.target, e.transformation, e.confidence)
+        for e in sqlite_store.edges(process="python.job/dating_ranking_training")
+    }
+    assert code_edges == {
+        (f"{table}#{name}", f"{model}#{name}", "TRANSFORMATION", "HIGH") for name in train.FEATURES
+    } | {(table, model, None, "HIGH")}
+
+    service = train.RankingService(lake, Probes(sampler=lambda: 1.0), sqlite_store)
+    assert len(service.recommend(1.0, 30, 0.75)) == 5
+    served = {(e.source, e.target) for e in sqlite_store.edges(process="python.job/ranking_service")}
+    assert served == {(model, "web.endpoint/ranking.recommend")}
+
+    review = Review(Tracelake(sqlite_store))
+    review.declare("hive.table/dating.user_profile#religion", ["religion"])
+    members = review.start("religion", None, actor="test").session.members
+    assert members[f"{model}#same_religion"].state == "reached"
+    assert members[f"{model}#dating_user_religion_score"].state == "reached"
+    assert f"{model}#age_bucket" not in members  # an age, not religion
+    assert members["web.endpoint/ranking.recommend"].state == "candidate"  # a table-level flow

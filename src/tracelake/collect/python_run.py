@@ -8,8 +8,9 @@ so a run's reads and writes are joined by the run itself, as Meta's lineage join
 writes of one job or trace:
 
 - **Into every write, from every asset read before it** in the run, an asset edge. It is HIGH
-  when a column of the write is found by name among the columns read from that asset (the data
-  itself says where it came from), else MEDIUM (the run read it first: nothing more is known).
+  when a column of the write is found by name among the columns read from that asset alone (the
+  data itself says where it came from), else MEDIUM (the run read it first: nothing more is
+  known).
 - **A written column** (a frame's column, a model's feature) **named as a column read before**
   gets field edges from the source columns that name held, TRANSFORMATION (the code may have
   changed the values under the name): HIGH when one read alone offered the name, MEDIUM for each
@@ -266,7 +267,8 @@ def _join(
                 asset = source.partition("#")[0]
                 if asset != write.asset:
                     _add(edges, (source, target, Transformation.TRANSFORMATION), confidence, why)
-                    evidence.add(asset)
+                    if sure:
+                        evidence.add(asset)
     for read in reads:
         for asset in read.assets:
             if asset == write.asset:
@@ -274,7 +276,7 @@ def _join(
             if asset in evidence:
                 _add(edges, (asset, write.asset, None), Confidence.HIGH, "")
             else:
-                why = "read earlier in the same run; no column of the write is named as one read from it"
+                why = "read earlier in the same run; no column written is named as one read from it alone"
                 _add(edges, (asset, write.asset, None), Confidence.MEDIUM, why)
 
 
