@@ -55,7 +55,7 @@ INDIRECT_SUBTYPES = {"FILTER", "JOIN", "GROUP_BY", "SORT", "WINDOW", "CONDITIONA
 
 # Facet schemas read in place from the spec's own files (shared/ beside the clone; CI has it)
 SPEC_FACETS = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "openlineage-spec" / "facets"
-FROM_THE_SPEC = ("LifecycleStateChangeDatasetFacet.json",)
+FROM_THE_SPEC = ("LifecycleStateChangeDatasetFacet.json", "ParentRunFacet.json")
 
 
 def _registry() -> Registry:

@@ -372,3 +372,53 @@ def test_with_no_run_going_a_hooked_call_is_the_original(sqlite_store: LineageSt
     assert pd.read_parquet.__name__ == "read_parquet"
     assert pd.read_parquet(profiles).shape == (6, 5)
     assert done.observed == []
+
+
+# -- OpenLineage out ------------------------------------------------------------------------
+
+
+def test_run_events_go_out_valid_by_the_spec_with_the_request_as_parent(
+    sqlite_store: LineageStore, profiles: Path, tmp_path: Path
+) -> None:
+    """Validated against the OpenLineage JSON schema, the parent facet against the spec's own
+    ParentRunFacet.json (../shared/conformance)."""
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.serde import Serde
+    from openlineage.client.transport.transport import Transport
+
+    from tests.emit.test_openlineage import assert_valid
+    from tracelake.emit import OpenLineageEmitter
+
+    class Recording(Transport):
+        kind = "recording"
+
+        def __init__(self) -> None:
+            self.events: list[object] = []
+
+        def emit(self, event: object) -> None:  # type: ignore[override]
+            self.events.append(event)
+
+    transport = Recording()
+    emitter = OpenLineageEmitter(
+        OpenLineageClient(transport=transport), namespace="dating", producer="https://t.l/x"
+    )
+    probes = Probes(sampler=lambda: 0.0)
+    trace = "4f6c1a3e9b2d4c7e8a1b2c3d4e5f6a7b"
+    with (
+        probes.request("ranking.retrain", trace_id=trace),
+        tp.track(job="retrain", store=sqlite_store, emitter=emitter),
+    ):
+        frame = pd.read_parquet(profiles, columns=["user_id", "same_religion", "label"])
+        joblib.dump(LogisticRegression().fit(frame[["same_religion"]], frame["label"]), tmp_path / "m.joblib")
+    start, complete = (json.loads(Serde.to_json(event)) for event in transport.events)
+    for doc in (start, complete):
+        assert_valid(doc)
+        parent = doc["run"]["facets"]["parent"]
+        assert (parent["job"]["namespace"], parent["job"]["name"]) == ("dating", "ranking.retrain")
+        assert parent["run"]["runId"] == "4f6c1a3e-9b2d-4c7e-8a1b-2c3d4e5f6a7b"
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    (output,) = complete["outputs"]
+    assert output["namespace"] == "ai.model" and output["name"] == str(tmp_path / "m.joblib")
+    lineage = output["facets"]["columnLineage"]["fields"]
+    assert list(lineage) == ["same_religion"]
+    assert [i["field"] for i in lineage["same_religion"]["inputFields"]] == ["same_religion"]

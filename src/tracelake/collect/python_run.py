@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tracelake.collect.run_edges import COMPLETE, FAIL, RUNNING
 from tracelake.collect.sql_relation import column_urn
+from tracelake.collect.tracked_runs import COMPLETE, FAIL, RUNNING
 from tracelake.model import (
     Asset,
     AssetRead,
@@ -231,7 +231,13 @@ class PythonRunRecord:
             "pid": header.pid,
             "calls": dict(self.calls),
             "contexts": [context.to_json() for context in header.contexts],
+            "reads": sorted(
+                {asset for item in self.observed if isinstance(item, DataRead) for asset in item.assets}
+            ),
         }
+        parent = header.parent
+        if parent is not None and parent.run_id:
+            metadata["parent"] = {"process": parent.process, "run_id": parent.run_id}
         if self.ended_at is not None:
             metadata["ended_at"] = self.ended_at.isoformat()
             metadata["duration_ms"] = round((self.ended_at - header.started_at).total_seconds() * 1000, 3)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tracelake.collect.run_edges import ABORT, COMPLETE, FAIL, RUNNING, EdgeSource, keeping, stored_edges
 from tracelake.collect.spark_datasets import Dataset, TableChange
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_lineage import (
@@ -27,6 +26,7 @@ from tracelake.collect.spark_lineage import (
 )
 from tracelake.collect.spark_listener import ActionFailure, Captured, RddAction, RddOrigin
 from tracelake.collect.sql_relation import Deps, add_dep, column_urn
+from tracelake.collect.tracked_runs import ABORT, COMPLETE, FAIL, RUNNING, EdgeSource, keeping, stored_edges
 from tracelake.model import (
     DECLARED_COLUMNS,
     Asset,

@@ -9,8 +9,11 @@ openlineage-python client's models (START, COMPLETE or FAIL), with these facets:
   `transformations` [{type: DIRECT|INDIRECT, subtype: IDENTITY|…|CONDITIONAL}] from the edge;
 - dataset `lifecycleStateChange` on outputs the run created, altered, dropped, truncated,
   renamed (with `previousIdentifier`) or overwrote (the last change of each);
-- run `errorMessage` on FAIL (the error class only) and `processing_engine` when the process says
-  which engine ran it (metadata "engine" / "engine_version").
+- run `errorMessage` on FAIL (the error class only), `processing_engine` when the process says
+  which engine ran it (metadata "engine" / "engine_version"), and `parent` when it says which run
+  it ran inside (metadata "parent": {"process", "run_id"}, as Python runs started inside a tracked
+  Spark run or a request do): an `openlineage.job/…` process under its own namespace and name,
+  any other as Tracelake names its jobs (this emitter's namespace, the name after the kind).
 
 `OpenLineageEmitter` sends those events through the client's transports (console, file, HTTP or
 any client you configure). A lineage sink must never break the job it watches, so transport
@@ -39,6 +42,7 @@ from openlineage.client.facet_v2 import (
     error_message_run,
     job_type_job,
     lifecycle_state_change_dataset,
+    parent_run,
     processing_engine_run,
     schema_dataset,
 )
@@ -53,7 +57,7 @@ from openlineage.client.transport.http import (
 from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
 from tracelake.model import VERSION, AssetChange, FlowEdge, LineageBatch, Process, Run, as_utc, utcnow
-from tracelake.model.names import dataset_of, openlineage_run_id
+from tracelake.model.names import dataset_of, job_of, openlineage_run_id
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -285,6 +289,11 @@ def run_event(
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=_error_class(error_class), programmingLanguage="python", producer=producer
         )
+    parent = _parent_facet(
+        process.metadata.get("parent") if process is not None else None, namespace, producer
+    )
+    if parent is not None:
+        run_facets["parent"] = parent
     engine = process.metadata.get("engine") if process is not None else None
     engine_version = process.metadata.get("engine_version") if process is not None else None
     if engine and engine_version:
@@ -317,6 +326,21 @@ def run_event(
             OutputDataset(datasets[a].namespace, datasets[a].name, facets=facets(a, output=True))
             for a in outputs
         ],
+        producer=producer,
+    )
+
+
+def _parent_facet(parent: Any, namespace: str, producer: str) -> parent_run.ParentRunFacet | None:
+    if not isinstance(parent, dict) or not parent.get("process") or not parent.get("run_id"):
+        return None
+    process = str(parent["process"])
+    job = job_of(process)
+    if job is None:
+        _, slash, name = process.partition("/")
+        job = (namespace, name if slash and name else process)
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=openlineage_run_id(str(parent["run_id"]))),
+        job=parent_run.Job(namespace=job[0], name=job[1]),
         producer=producer,
     )
 

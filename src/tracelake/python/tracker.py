@@ -12,7 +12,7 @@ the run loads.
 The run ends at `stop()`, leaving the `with` block (an exception fails it), or the interpreter's
 exit (an uncaught exception fails it). Its batch is then stored (or shipped, as probes ship:
 `Shipper`) in one transaction; a run that did not complete keeps the job's stored edges next to
-its own (`collect.run_edges`). Nothing here fails the user's code: a hook that cannot describe a
+its own (`collect.tracked_runs`). Nothing here fails the user's code: a hook that cannot describe a
 call, or a store that refuses the run, is logged by class — never a value — and the run's
 `problems` say so.
 """
@@ -41,12 +41,13 @@ from tracelake.collect.python_run import (
     RunContext,
     RunHeader,
 )
-from tracelake.collect.run_edges import COMPLETE, keeping, stored_edges
+from tracelake.collect.tracked_runs import COMPLETE, keeping, stored_edges, tell
 from tracelake.model import LineageBatch, Problem, Run, names, utcnow
 from tracelake.python import hooks
 
 if TYPE_CHECKING:
     from tracelake.collect.probes import Shipper
+    from tracelake.emit import LineageEmitter
     from tracelake.store import LineageStore
 
 logger = logging.getLogger("tracelake.python")
@@ -62,6 +63,7 @@ class PythonTracker:
         store: LineageStore | str | None = None,
         shipper: Shipper | None = None,
         models: Mapping[str, str] | None = None,
+        emitter: LineageEmitter | None = None,
     ) -> None:
         if not job or not job.strip():
             raise ValueError("a tracked Python job needs a name")
@@ -70,6 +72,7 @@ class PythonTracker:
         self.stored = False
         self._store = store
         self._shipper = shipper
+        self._emitter = emitter
         self._naming = Naming({_model_key(path): name for path, name in (models or {}).items()})
         header = RunHeader(
             run_id=str(uuid.uuid4()),
@@ -89,6 +92,7 @@ class PythonTracker:
         hooks.start(self)
         sys.excepthook = self._excepthook
         atexit.register(self._at_exit)
+        self._emit("start")
 
     # -- public ---------------------------------------------------------------------------
 
@@ -140,6 +144,7 @@ class PythonTracker:
                 self.job,
                 type(failure).__name__,
             )
+        self._emit("complete" if self._record.status == COMPLETE else "fail")
         return batch
 
     def __enter__(self) -> PythonTracker:
@@ -191,6 +196,11 @@ class PythonTracker:
             if store is not self._store:
                 store.close()
 
+    def _emit(self, event: str) -> None:
+        if self._emitter is not None:
+            record = self._record
+            tell(self._emitter, event, record.run, record.batch(), record.error_class, logger)
+
     def _excepthook(self, kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         self._uncaught = value
         self._excepthook_before(kind, value, tb)
@@ -205,6 +215,7 @@ def track(
     store: LineageStore | str | None = None,
     shipper: Shipper | None = None,
     models: Mapping[str, str] | None = None,
+    emitter: LineageEmitter | None = None,
 ) -> PythonTracker:
     """Track this process's data and model I/O as one run of `job`, from now until `stop()`,
     the end of a `with` block, or the interpreter's exit.
@@ -212,9 +223,10 @@ def track(
     `store`: a LineageStore or a URL (default: `TRACELAKE_DB`); or `shipper` to send the run
     elsewhere (`HttpShipper` to a Tracelake server). `models`: model files' locations → model
     names, so that a file is the model a config or a service names (`ai.model/<name>`);
-    otherwise a model is named by its file's location.
+    otherwise a model is named by its file's location. `emitter`: OpenLineage run events out
+    (START now, COMPLETE or FAIL at the end), with the run it ran inside as their `parent`.
     """
-    return PythonTracker(job, store=store, shipper=shipper, models=models)
+    return PythonTracker(job, store=store, shipper=shipper, models=models, emitter=emitter)
 
 
 def run_contexts() -> list[RunContext]:

@@ -5,8 +5,8 @@ durable as each action ends (`tracker`); `recover` stores what a dead driver jou
 `local` starts the quiet local sessions Tracelake's own commands use.
 """
 
-from tracelake.collect.run_edges import ABORT, COMPLETE, FAIL, RUNNING
 from tracelake.collect.spark_run import PROCESS_PREFIX, ActionRecord
+from tracelake.collect.tracked_runs import ABORT, COMPLETE, FAIL, RUNNING
 from tracelake.spark.tracker import Recovered, SparkTracker, recover, track
 
 __all__ = [

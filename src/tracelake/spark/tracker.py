@@ -45,7 +45,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracelake.collect import spark_journal
-from tracelake.collect.run_edges import ABORT, COMPLETE, RUNNING
 from tracelake.collect.spark_journal import RunHeader
 from tracelake.collect.spark_listener import ActionFailure, CaptureJournal, ListenerQueue, parse_lines
 from tracelake.collect.spark_run import (
@@ -53,6 +52,7 @@ from tracelake.collect.spark_run import (
     ActionRecord,
     RunRecord,
 )
+from tracelake.collect.tracked_runs import ABORT, COMPLETE, RUNNING, tell
 from tracelake.model import LineageBatch, Run, names, utcnow
 from tracelake.model.store_urls import store_label
 from tracelake.store import LineageStore, leases, owed
@@ -258,18 +258,8 @@ class SparkTracker:
         return changed
 
     def _emit(self, event: str) -> None:
-        if self._emitter is None:
-            return
-        try:
-            run, batch = self.run, self.batch()
-            if event == "start":
-                self._emitter.start(run, batch)
-            elif event == "complete":
-                self._emitter.complete(run, batch)
-            else:
-                self._emitter.fail(run, batch, self._record.error_class or "Exception")
-        except Exception as error:
-            logger.warning("run event %s not emitted (%s)", event, type(error).__name__)
+        if self._emitter is not None:
+            tell(self._emitter, event, self.run, self.batch(), self._record.error_class, logger)
 
     def _begin(self) -> None:
         """Sync the journal's header to disk and store what dead drivers left (off the job's
