@@ -109,7 +109,8 @@ class RankingService:
             yield
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """The command line; `spark`: a session to use (and leave running) instead of a new one."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default=str(DEFAULT_BASE), help="lake directory (default: %(default)s)")
     parser.add_argument("--no-track", action="store_true", help="run without Tracelake attached")
@@ -118,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     lake = Lake.at(args.base)
-    spark = create_session(lake)
+    own_session = spark is None
+    spark = spark or create_session(lake)
     store = None if args.no_track else open_store(args.db)
     try:
         known_training_table(spark, lake)
@@ -140,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = RankingService(lake, Probes(sampler=lambda: 1.0), store)
         print(f"ranking.recommend answers: candidates {service.recommend(1.0, 30, 0.75)}")
     finally:
-        spark.stop()
+        if own_session:
+            spark.stop()
         if store is not None:
             store.close()
     return 0

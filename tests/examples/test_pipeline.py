@@ -262,3 +262,33 @@ def test_the_trained_model_reaches_religion_through_code_and_discovery_follows_i
     assert members[f"{model}#dating_user_religion_score"].state == "reached"
     assert f"{model}#age_bucket" not in members  # an age, not religion
     assert members["web.endpoint/ranking.recommend"].state == "candidate"  # a table-level flow
+
+
+def test_the_training_script_as_the_demo_runs_it(
+    spark: SparkSession,
+    untracked_run: dict[str, dict[str, int]],
+    lake: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`python -m examples.dating.train --base … --db …` (README, `make demo`), on this session."""
+    from examples.dating import train
+
+    db = tmp_path / "lineage.db"
+    assert train.main(["--base", str(lake.base), "--db", str(db)], spark=spark) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "tracked: python.job/dating_ranking_training, linked to spark.job/ranking_training_data run"
+        in printed
+    )
+    assert (
+        f"trained dating_ranking_model on 4,000 rows of dating.dating_training_tbl → {train.model_path(lake)}"
+        in printed
+    )
+    assert "ranking.recommend answers: candidates [" in printed
+    from tracelake.store import LineageStore
+
+    with LineageStore(f"sqlite:///{db}") as store:
+        assert {e.target for e in store.edges(process="python.job/ranking_service")} == {
+            "web.endpoint/ranking.recommend"
+        }
