@@ -422,3 +422,25 @@ def test_run_events_go_out_valid_by_the_spec_with_the_request_as_parent(
     lineage = output["facets"]["columnLineage"]["fields"]
     assert list(lineage) == ["same_religion"]
     assert [i["field"] for i in lineage["same_religion"]["inputFields"]] == ["same_religion"]
+
+
+def test_data_through_a_buffer_is_a_problem_said_once_with_its_count(
+    sqlite_store: LineageStore, profiles: Path, tmp_path: Path
+) -> None:
+    second = tmp_path / "more.parquet"
+    pd.read_parquet(profiles).to_parquet(second)
+    with tp.track(job="buffers", store=sqlite_store) as run:
+        for _ in range(2):
+            assert len(pd.read_parquet(io.BytesIO(profiles.read_bytes()))) == 6
+        both = pq.read_table([str(profiles), str(second)], columns=["user_id"])
+    assert both.num_rows == 12
+    assert [p.reason for p in run.problems] == [
+        "pandas.read_parquet: lineage not recorded: "
+        "data read or written through a buffer with no file behind it (2 calls)"
+    ]
+    (read,) = run.observed
+    assert isinstance(read, tp.DataRead)
+    assert read.assets == (file_urn(profiles), file_urn(second))
+    assert read.columns == {
+        "user_id": frozenset({f"{file_urn(profiles)}#user_id", f"{file_urn(second)}#user_id"})
+    }

@@ -4,9 +4,10 @@
 Feather and dataset functions, Spark's `toPandas`/`toArrow` hand-offs, joblib and pickle dumps
 and loads, ONNX and safetensors files. Each `Hook` names a module, an attribute (a function, or
 a method `Class.method`) and a describer: from the call's arguments and what it returned, the
-`DataRead` or `DataWrite` it was, or None for a call that moved no data Tracelake names (a
-pickle of a plain dict, a buffer with no file behind it). A describer never sees record values
-beyond column names and a model's feature names.
+`DataRead` or `DataWrite` it was, or None for a call that moved no data (a pickle of a plain
+dict); data it cannot name — a frame read from a buffer with no file behind it, a query with no
+table — is `NotDescribed`, which the tracker records as a problem. A describer never looks at
+record values, only at column names and a model's feature names.
 
 Names: a file is `file.dataset/<absolute location>` (`names.location_urn`, as Spark names it);
 a model file is `ai.model/<name>`, the name given for its location (`Naming.models`) or else
@@ -161,23 +162,38 @@ def _features(model: Any) -> tuple[str, ...]:
     return tuple(str(name) for name in found)
 
 
-def _read_columns(asset: str, columns: tuple[str, ...] | None) -> dict[str, frozenset[str]]:
-    return {name: frozenset({column_urn(asset, name.lower())}) for name in columns or ()}
+def locations(value: Any) -> tuple[str, ...]:
+    """The files behind a path argument (one, or a list of them, as pyarrow takes); raises
+    NotDescribed for a buffer, whose source no name says (`pd.read_parquet(BytesIO(…))`)."""
+    found = tuple(location(item) for item in (value if isinstance(value, list | tuple) else [value]))
+    if not found or None in found:
+        raise NotDescribed("data read or written through a buffer with no file behind it")
+    return tuple(place for place in found if place is not None)
+
+
+def _one(value: Any) -> str:
+    places = locations(value)
+    if len(places) > 1:
+        raise NotDescribed(f"{len(places)} files where one was expected")
+    return places[0]
+
+
+def _read_columns(assets: tuple[str, ...], columns: tuple[str, ...] | None) -> dict[str, frozenset[str]]:
+    """Each column of what was read, held by the column of that name in every asset read."""
+    return {name: frozenset(column_urn(asset, name.lower()) for asset in assets) for name in columns or ()}
 
 
 # -- describers ----------------------------------------------------------------------------
 
 
 def reads_frame(path: Spot, fmt: str) -> Describer:
-    """A reader of a file whose result is a frame or table (its columns are what was read)."""
+    """A reader of files whose result is a frame or table (its columns are what was read)."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
-        asset = naming.dataset(where)
+        places = locations(call.arg(path))
+        assets = tuple(naming.dataset(place) for place in places)
         return DataRead(
-            call.name, (asset,), _read_columns(asset, columns_of(call.result)), facts=_file(where, fmt)
+            call.name, assets, _read_columns(assets, columns_of(call.result)), facts=_facts(places, fmt)
         )
 
     return describe
@@ -187,11 +203,9 @@ def writes_frame(data: Spot, path: Spot, fmt: str) -> Describer:
     """A writer of a frame or table to a file."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
+        where = _one(call.arg(path))
         columns = columns_of(call.arg(data)) or ()
-        return DataWrite(call.name, naming.dataset(where), columns, facts=_file(where, fmt))
+        return DataWrite(call.name, naming.dataset(where), columns, facts=_facts((where,), fmt))
 
     return describe
 
@@ -200,18 +214,16 @@ def loads_object(path: Spot, fmt: str) -> Describer:
     """A load of whatever a file holds (joblib, pickle): a model, or a frame, or neither."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
         model = model_of(call.result)
+        columns = columns_of(call.result) if model is None else None
+        if model is None and columns is None:
+            return None  # a cache, a config: no data Tracelake names
+        where = _one(call.arg(path))
         if model is not None:
-            facts = _file(where, fmt) | model[1]
+            facts = _facts((where,), fmt) | model[1]
             return DataRead(call.name, (naming.model(where),), model=True, facts=facts)
-        columns = columns_of(call.result)
-        if columns is None:
-            return None
         asset = naming.dataset(where)
-        return DataRead(call.name, (asset,), _read_columns(asset, columns), facts=_file(where, fmt))
+        return DataRead(call.name, (asset,), _read_columns((asset,), columns), facts=_facts((where,), fmt))
 
     return describe
 
@@ -220,18 +232,16 @@ def saves_object(data: Spot, path: Spot, fmt: str) -> Describer:
     """A dump of an object to a file (joblib, pickle): a model, or a frame, or neither."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
         value = call.arg(data)
         model = model_of(value)
-        if model is not None:
-            facts = _file(where, fmt) | model[1]
-            return DataWrite(call.name, naming.model(where), _features(model[0]), model=True, facts=facts)
-        columns = columns_of(value)
-        if columns is None:
+        columns = columns_of(value) if model is None else None
+        if model is None and columns is None:
             return None
-        return DataWrite(call.name, naming.dataset(where), columns, facts=_file(where, fmt))
+        where = _one(call.arg(path))
+        if model is not None:
+            facts = _facts((where,), fmt) | model[1]
+            return DataWrite(call.name, naming.model(where), _features(model[0]), model=True, facts=facts)
+        return DataWrite(call.name, naming.dataset(where), columns or (), facts=_facts((where,), fmt))
 
     return describe
 
@@ -240,20 +250,16 @@ def loads_model(path: Spot, fmt: str) -> Describer:
     """A load of a file that holds a model's weights or graph (ONNX, safetensors)."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
-        return DataRead(call.name, (naming.model(where),), model=True, facts=_file(where, fmt))
+        where = _one(call.arg(path))
+        return DataRead(call.name, (naming.model(where),), model=True, facts=_facts((where,), fmt))
 
     return describe
 
 
 def saves_model(path: Spot, fmt: str) -> Describer:
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = location(call.arg(path))
-        if where is None:
-            return None
-        return DataWrite(call.name, naming.model(where), model=True, facts=_file(where, fmt))
+        where = _one(call.arg(path))
+        return DataWrite(call.name, naming.model(where), model=True, facts=_facts((where,), fmt))
 
     return describe
 
@@ -272,7 +278,7 @@ def reads_sql(query: Spot, connection: Spot) -> Describer:
         )
         if not assets:
             raise NotDescribed("a query whose tables could not be found")
-        columns = _read_columns(assets[0], columns_of(call.result)) if len(assets) == 1 else {}
+        columns = _read_columns(assets, columns_of(call.result)) if len(assets) == 1 else {}
         return DataRead(call.name, assets, columns)
 
     return describe
@@ -335,8 +341,8 @@ def hands_off(call: Call, naming: Naming) -> Observation | None:
     return handoff_read(call.name, call.args[0])
 
 
-def _file(where: str, fmt: str) -> dict[str, Any]:
-    return {"format": fmt, "location": where}
+def _facts(places: tuple[str, ...], fmt: str) -> dict[str, Any]:
+    return {"format": fmt} | ({"location": places[0]} if len(places) == 1 else {})
 
 
 # -- the calls -----------------------------------------------------------------------------

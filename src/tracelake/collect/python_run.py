@@ -40,6 +40,7 @@ from tracelake.model import (
     Field,
     FlowEdge,
     LineageBatch,
+    Problem,
     Process,
     Run,
     Signal,
@@ -122,7 +123,7 @@ class PythonRunRecord:
         self.ended_at: datetime | None = None
         self.error_class: str | None = None
         self.calls: dict[str, int] = {}
-        self.failed_hooks: dict[str, str] = {}  # call → the error class of a hook that failed there
+        self.unrecorded: dict[tuple[str, str], int] = {}  # (call, why its lineage is not told) → times
         self._observed: list[DataRead | DataWrite] = []
         self._lock = threading.Lock()
 
@@ -135,9 +136,25 @@ class PythonRunRecord:
             self._observed.append(item)
             self.calls[item.call] = self.calls.get(item.call, 0) + 1
 
-    def hook_failed(self, call: str, error_class: str) -> None:
+    def not_recorded(self, call: str, reason: str) -> bool:
+        """A call whose lineage cannot be told, and why; True the first time for that call and reason."""
         with self._lock:
-            self.failed_hooks.setdefault(call, error_class)
+            seen = self.unrecorded.get((call, reason), 0)
+            self.unrecorded[call, reason] = seen + 1
+            return seen == 0
+
+    @property
+    def problems(self) -> list[Problem]:
+        """One for each call and reason whose lineage was not told, with how many times."""
+        with self._lock:
+            unrecorded = dict(self.unrecorded)
+        return [
+            Problem(
+                self.process_urn,
+                f"{call}: lineage not recorded: {reason}" + (f" ({times} calls)" if times > 1 else ""),
+            )
+            for (call, reason), times in unrecorded.items()
+        ]
 
     def end(self, error: BaseException | None = None, at: datetime | None = None) -> None:
         with self._lock:
@@ -206,6 +223,7 @@ class PythonRunRecord:
             processes=[Process(self.process_urn, name=header.job, kind="python", metadata=self._metadata())],
             runs=[self.run],
             edges=flow_edges,
+            problems=self.problems,
             reads=[
                 AssetRead(
                     asset,
@@ -243,8 +261,8 @@ class PythonRunRecord:
             metadata["duration_ms"] = round((self.ended_at - header.started_at).total_seconds() * 1000, 3)
         if self.error_class is not None:
             metadata["error_class"] = self.error_class
-        if self.failed_hooks:
-            metadata["failed_hooks"] = dict(self.failed_hooks)
+        if self.unrecorded:
+            metadata["not_recorded"] = sum(self.unrecorded.values())
         return metadata
 
 

@@ -68,7 +68,6 @@ class PythonTracker:
         if not job or not job.strip():
             raise ValueError("a tracked Python job needs a name")
         self.job = job.strip()
-        self.problems: list[Problem] = []
         self.stored = False
         self._store = store
         self._shipper = shipper
@@ -113,11 +112,14 @@ class PythonTracker:
         """What the run saw so far, in order."""
         return self._record.observed
 
+    @property
+    def problems(self) -> list[Problem]:
+        """A problem for each call, and reason, whose lineage the run could not tell."""
+        return self._record.problems
+
     def batch(self) -> LineageBatch:
-        """The run's lineage so far, with a problem for each call it could not describe."""
-        batch = self._record.batch()
-        batch.problems.extend(self.problems)
-        return batch
+        """The run's lineage so far, with its problems."""
+        return self._record.batch()
 
     def stop(self, error: BaseException | None = None) -> LineageBatch:
         """End the run (FAIL with `error`'s class, else COMPLETE) and store it. Returns its
@@ -175,10 +177,7 @@ class PythonTracker:
     # -- inside ---------------------------------------------------------------------------
 
     def _failed(self, hook: Hook, reason: str) -> None:
-        first = hook.call not in self._record.failed_hooks
-        self._record.hook_failed(hook.call, reason)
-        self.problems.append(Problem(self.process_urn, f"{hook.call}: lineage not recorded: {reason}"))
-        if first:
+        if self._record.not_recorded(hook.call, reason):
             logger.warning("Python run of job %r: %s: lineage not recorded: %s", self.job, hook.call, reason)
 
     def _deliver(self, batch: LineageBatch) -> None:
