@@ -9,10 +9,11 @@ later mutation does not matter — within a per-request time budget; when the re
 captures go to a background worker, which matches sources against sinks (`probe_flows`) within
 its own budget and ships the accumulated flows as a `LineageBatch`, signal `probe`, every
 `flush_interval` seconds: into a store in the same process (`StoreShipper`) or over HTTP to a
-Tracelake server (`HttpShipper`). An unsampled request costs one random draw and a
-context-variable set. A probe never fails the request: any error inside it is counted, logged
-without values, and the request carries on. Values are kept only as keyed fingerprints unless
-`keep_raw` is set.
+Tracelake server (`HttpShipper`). An unsampled request costs one random draw, a dictionary
+lookup (its handler's scope, made once, which still says which request code runs in:
+`current_request`) and a context-variable set. A probe never fails the request: any error inside
+it is counted, logged without values, and the request carries on. Values are kept only as keyed
+fingerprints unless `keep_raw` is set.
 """
 
 from __future__ import annotations
