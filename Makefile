@@ -41,6 +41,7 @@ bench:
 	$(BIN)/python bench/probes.py
 	$(BIN)/python bench/answers.py
 	$(BIN)/python bench/graph_spark.py
+	$(BIN)/python bench/ai_tracking.py
 
 clean:
 	rm -rf .tracelake .pytest_cache .ruff_cache .hypothesis

@@ -171,3 +171,24 @@ def test_field_edges_join_equal_names_and_are_sure_only_when_one_read_offers_the
                         expected[key] = confidence
     found = {key: confidence for key, confidence in edges(record(*items)).items() if key[2] is not None}
     assert found == expected
+
+
+def test_a_loop_of_the_same_calls_is_a_few_observations_and_their_counts() -> None:
+    step = [read(A, "x"), DataWrite("joblib.dump", M, ("x",))]
+    run = record(*(step * 1000))
+    assert len(run.observed) == 2 and run.calls == {"test.read": 1000, "joblib.dump": 1000}
+    assert edges(run) == {(f"{A}#x", f"{M}#x", TX): HIGH, (A, M, None): HIGH}
+
+
+def test_a_write_is_joined_again_when_a_read_since_offers_its_name_anew() -> None:
+    """Two hand-offs of one table whose `x` holds different source columns: the second makes
+    `x` ambiguous for a write repeated after it (same assets, same names read)."""
+    first = DataRead("handoff", (A,), {"x": frozenset({f"{A}#a"})})
+    second = DataRead("handoff", (A,), {"x": frozenset({f"{A}#b"})})
+    write = DataWrite("w", W, ("x",))
+    run = record(first, write, second, write)
+    assert edges(run) == {
+        (f"{A}#a", f"{W}#x", TX): HIGH,  # the surest said of it: at the first write it was alone
+        (f"{A}#b", f"{W}#x", TX): MEDIUM,
+        (A, W, None): HIGH,
+    }

@@ -142,10 +142,15 @@ def test_a_call_made_inside_another_hooked_call_is_the_outer_calls(
     with tp.track(job="nested", store=sqlite_store) as run:
         pd.read_parquet(profiles).to_parquet(tmp_path / "out.parquet")  # pandas calls pyarrow
         pd.read_parquet(profiles).to_pickle(tmp_path / "frame.pkl")  # pandas calls pickle
+    assert run.calls == {
+        "pandas.read_parquet": 2,
+        "pandas.DataFrame.to_parquet": 1,
+        "pandas.DataFrame.to_pickle": 1,
+    }
+    # the same read twice is one observation
     assert [o.call for o in run.observed] == [
         "pandas.read_parquet",
         "pandas.DataFrame.to_parquet",
-        "pandas.read_parquet",
         "pandas.DataFrame.to_pickle",
     ]
 
@@ -444,3 +449,29 @@ def test_data_through_a_buffer_is_a_problem_said_once_with_its_count(
     assert read.columns == {
         "user_id": frozenset({f"{file_urn(profiles)}#user_id", f"{file_urn(second)}#user_id"})
     }
+
+
+def test_a_relative_path_is_named_where_the_process_stands_at_each_call(
+    sqlite_store: LineageStore, profiles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Descriptions of repeated calls are remembered, but only for paths that name one file
+    wherever the process stands."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        pd.read_parquet(profiles, columns=["user_id"] if folder == "a" else ["age"]).to_parquet(
+            tmp_path / folder / "x.parquet"
+        )
+    with tp.track(job="relative", store=sqlite_store) as run:
+        for folder in ("a", "b", "a"):
+            monkeypatch.chdir(tmp_path / folder)
+            pd.read_parquet("x.parquet")
+        pd.read_parquet(profiles, columns=["age"])
+        pd.read_parquet(profiles, columns=["label"])  # the same file, other columns: another read
+    reads = [(o.assets, sorted(o.columns)) for o in run.observed if isinstance(o, tp.DataRead)]
+    assert reads == [
+        ((file_urn(tmp_path / "a" / "x.parquet"),), ["user_id"]),
+        ((file_urn(tmp_path / "b" / "x.parquet"),), ["age"]),
+        ((file_urn(profiles),), ["age"]),
+        ((file_urn(profiles),), ["label"]),
+    ]
+    assert run.calls == {"pandas.read_parquet": 5}

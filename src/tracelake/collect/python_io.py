@@ -20,28 +20,58 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from tracelake.collect.python_run import DataRead, DataWrite, NotDescribed
 from tracelake.collect.sql_relation import column_urn
 from tracelake.model import names
 
+T = TypeVar("T")
 Observation = DataRead | DataWrite
 Describer = Callable[["Call", "Naming"], Observation | None]
 
 
 @dataclass(frozen=True)
 class Naming:
-    """How the run names what it touches: model files by location → model name."""
+    """How the run names what it touches: model files by location → model name. Names are
+    remembered: a training loop reads the same shards and writes the same checkpoint again and
+    again, and naming a file and its columns is most of what describing a call costs."""
 
     models: Mapping[str, str] = field(default_factory=dict)
+    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, compare=False, repr=False)
 
     def dataset(self, location: str) -> str:
-        return names.location_urn(location)
+        return self._remember(("dataset", location), lambda: names.location_urn(location))
 
     def model(self, location: str) -> str:
         given = self.models.get(location)
-        return names.asset_urn("ai.model", given if given else location)
+        return self._remember(("model", location), lambda: names.asset_urn("ai.model", given or location))
+
+    def columns(
+        self, assets: tuple[str, ...], columns: tuple[str, ...] | None
+    ) -> Mapping[str, frozenset[str]]:
+        """Each column read by name, held by the column of that name in every asset read."""
+        return self._remember(("columns", assets, columns), lambda: _read_columns(assets, columns))
+
+    def known(self, key: tuple[Any, ...] | None) -> Any:
+        """What a call of the same kind, on the same file and columns (`key`), was described as
+        before (None the first time, or for no key): the same object, which the run's record
+        recognizes at once. A call that is one of many allocates little more than its key."""
+        return None if key is None else self._memo.get(key)
+
+    def remember(self, key: tuple[Any, ...] | None, described: T) -> T:
+        return described if key is None else self._remember(key, lambda: described)
+
+    def _remember(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        found: T | None = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            found = self._memo[key] = make()
+        return found
+
+
+_MEMO_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -107,7 +137,10 @@ def columns_of(value: Any) -> tuple[str, ...] | None:
     module = type(value).__module__
     if module.startswith("pandas"):
         if hasattr(value, "columns"):
-            return tuple(_column_name(name) for name in value.columns)
+            labels = value.columns.tolist()
+            if all(type(label) is str for label in labels):
+                return tuple(labels)
+            return tuple(_column_name(label) for label in labels)
         name = getattr(value, "name", None)
         return (str(name),) if name is not None else ()
     if module.startswith("pyarrow"):
@@ -124,33 +157,49 @@ def _column_name(name: Any) -> str:
     return str(name)
 
 
-def model_of(value: Any) -> tuple[Any, dict[str, Any]] | None:
-    """(the model, its facts) when `value` is a model, or holds one at its top level (a dict
-    such as `{"model": estimator, "features": [...]}`); None otherwise. A model is a
-    scikit-learn-style estimator (`fit` and `get_params`), anything with `predict`, or a torch
-    module."""
+class Model(NamedTuple):
+    """A model found in a value: the features it was fitted on, and what else is said of it."""
+
+    features: tuple[str, ...]
+    facts: dict[str, Any]
+
+
+def model_of(value: Any) -> Model | None:
+    """The model `value` is, or holds at its top level (a dict such as `{"model": estimator,
+    "features": [...]}`); None otherwise. A model is a scikit-learn-style estimator (`fit` and
+    `get_params`), anything with `predict`, or a torch module."""
     for candidate in (value, *(value.values() if isinstance(value, dict) else ())):
         if _is_model(candidate):
             kind = type(candidate)
-            facts: dict[str, Any] = {"class": f"{kind.__module__}.{kind.__qualname__}"}
             features = _features(candidate)
+            facts: dict[str, Any] = {"class": f"{kind.__module__}.{kind.__qualname__}"}
             if features:
                 facts["features"] = len(features)
-            return candidate, facts
+            return Model(features, facts)
     return None
 
 
 def _is_model(value: Any) -> bool:
     if isinstance(value, type):
         return False
-    kind = type(value)
-    if any(
-        base.__module__ == "torch.nn.modules.module" and base.__name__ == "Module" for base in kind.__mro__
-    ):
+    if _is_torch_module(type(value)):
         return True
     return (hasattr(value, "fit") and hasattr(value, "get_params")) or callable(
         getattr(value, "predict", None)
     )
+
+
+def _is_torch_module(kind: type) -> bool:
+    found = _TORCH_MODULES.get(kind)
+    if found is None:
+        found = _TORCH_MODULES[kind] = any(
+            base.__module__ == "torch.nn.modules.module" and base.__name__ == "Module"
+            for base in kind.__mro__
+        )
+    return found
+
+
+_TORCH_MODULES: dict[type, bool] = {}  # by class: its MRO is walked once
 
 
 def _features(model: Any) -> tuple[str, ...]:
@@ -190,11 +239,15 @@ def reads_frame(path: Spot, fmt: str) -> Describer:
     """A reader of files whose result is a frame or table (its columns are what was read)."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        places = locations(call.arg(path))
-        assets = tuple(naming.dataset(place) for place in places)
-        return DataRead(
-            call.name, assets, _read_columns(assets, columns_of(call.result)), facts=_facts(places, fmt)
-        )
+        raw, columns = call.arg(path), columns_of(call.result)
+        key = ("read", call.name, raw, columns) if _absolute(raw) else None
+        found: DataRead | None = naming.known(key)
+        if found is None:
+            places = locations(raw)
+            assets = tuple(naming.dataset(place) for place in places)
+            columns_read = naming.columns(assets, columns)
+            found = naming.remember(key, DataRead(call.name, assets, columns_read, facts=_facts(places, fmt)))
+        return found
 
     return describe
 
@@ -203,11 +256,22 @@ def writes_frame(data: Spot, path: Spot, fmt: str) -> Describer:
     """A writer of a frame or table to a file."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        where = _one(call.arg(path))
-        columns = columns_of(call.arg(data)) or ()
-        return DataWrite(call.name, naming.dataset(where), columns, facts=_facts((where,), fmt))
+        raw, columns = call.arg(path), columns_of(call.arg(data)) or ()
+        key = ("write", call.name, raw, columns) if _absolute(raw) else None
+        found: DataWrite | None = naming.known(key)
+        if found is None:
+            where = _one(raw)
+            written = DataWrite(call.name, naming.dataset(where), columns, facts=_facts((where,), fmt))
+            found = naming.remember(key, written)
+        return found
 
     return describe
+
+
+def _absolute(raw: Any) -> bool:
+    """A path argument that names the same file wherever the process stands: one whose
+    description may be remembered."""
+    return isinstance(raw, str) and (raw.startswith("/") or "://" in raw)
 
 
 def loads_object(path: Spot, fmt: str) -> Describer:
@@ -220,10 +284,10 @@ def loads_object(path: Spot, fmt: str) -> Describer:
             return None  # a cache, a config: no data Tracelake names
         where = _one(call.arg(path))
         if model is not None:
-            facts = _facts((where,), fmt) | model[1]
+            facts = _facts((where,), fmt) | model.facts
             return DataRead(call.name, (naming.model(where),), model=True, facts=facts)
         asset = naming.dataset(where)
-        return DataRead(call.name, (asset,), _read_columns((asset,), columns), facts=_facts((where,), fmt))
+        return DataRead(call.name, (asset,), naming.columns((asset,), columns), facts=_facts((where,), fmt))
 
     return describe
 
@@ -232,16 +296,27 @@ def saves_object(data: Spot, path: Spot, fmt: str) -> Describer:
     """A dump of an object to a file (joblib, pickle): a model, or a frame, or neither."""
 
     def describe(call: Call, naming: Naming) -> Observation | None:
-        value = call.arg(data)
+        value, raw = call.arg(data), call.arg(path)
         model = model_of(value)
         columns = columns_of(value) if model is None else None
         if model is None and columns is None:
             return None
-        where = _one(call.arg(path))
-        if model is not None:
-            facts = _facts((where,), fmt) | model[1]
-            return DataWrite(call.name, naming.model(where), _features(model[0]), model=True, facts=facts)
-        return DataWrite(call.name, naming.dataset(where), columns or (), facts=_facts((where,), fmt))
+
+        # a checkpoint written every few steps: the same file, model class and features
+        what = (model.features, model.facts["class"]) if model is not None else columns
+        key = ("save", call.name, raw, what) if _absolute(raw) else None
+        found: DataWrite | None = naming.known(key)
+        if found is None:
+            where = _one(raw)
+            if model is not None:
+                facts = _facts((where,), fmt) | model.facts
+                found = DataWrite(call.name, naming.model(where), model.features, model=True, facts=facts)
+            else:
+                found = DataWrite(
+                    call.name, naming.dataset(where), columns or (), facts=_facts((where,), fmt)
+                )
+            naming.remember(key, found)
+        return found
 
     return describe
 
@@ -278,7 +353,7 @@ def reads_sql(query: Spot, connection: Spot) -> Describer:
         )
         if not assets:
             raise NotDescribed("a query whose tables could not be found")
-        columns = _read_columns(assets, columns_of(call.result)) if len(assets) == 1 else {}
+        columns = naming.columns(assets, columns_of(call.result)) if len(assets) == 1 else {}
         return DataRead(call.name, assets, columns)
 
     return describe

@@ -26,7 +26,7 @@ itself. The record is plain data and pure: the tracker owns hooks, threads and t
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -113,9 +113,17 @@ class RunHeader:
         return self.contexts[0] if self.contexts else None
 
 
+Edges = dict[tuple[str, str, Transformation | None], tuple[Confidence, str]]
+
+
 class PythonRunRecord:
     """The observations of one run and the batch they make (see the module docstring).
-    Calls may come from any thread of the process."""
+
+    Each call is folded in as it comes, so the batch costs what the run's distinct calls do, not
+    its length: a read seen before adds nothing (it was read before every later write already),
+    and a write is joined again only when something new was read since its last join. A training
+    loop that reads the same shards and writes the same checkpoint a thousand times is a few
+    observations and their counts. Calls may come from any thread of the process."""
 
     def __init__(self, header: RunHeader) -> None:
         self.header = header
@@ -124,8 +132,16 @@ class PythonRunRecord:
         self.error_class: str | None = None
         self.calls: dict[str, int] = {}
         self.unrecorded: dict[tuple[str, str], int] = {}  # (call, why its lineage is not told) → times
-        self._observed: list[DataRead | DataWrite] = []
         self._lock = threading.Lock()
+        self._observed: dict[tuple[Any, ...], DataRead | DataWrite] = {}  # distinct, first seen first
+        self._joined: dict[tuple[Any, ...], int] = {}  # a write → how many reads it was last joined with
+        self._reads_folded = 0  # distinct reads folded in so far
+        self._folded: set[int] = set()  # ids of the reads folded in (held in _observed)
+        self._offered: dict[str, set[frozenset[str]]] = {}  # a column name → the source sets read
+        self._read: dict[str, set[str]] = {}  # an asset read → the paths read from it
+        self._models_read: dict[str, None] = {}
+        self._facts: dict[str, dict[str, Any]] = {}  # every asset touched → what calls said of it
+        self._edges: Edges = {}
 
     @property
     def process_urn(self) -> str:
@@ -133,8 +149,34 @@ class PythonRunRecord:
 
     def observe(self, item: DataRead | DataWrite) -> None:
         with self._lock:
-            self._observed.append(item)
             self.calls[item.call] = self.calls.get(item.call, 0) + 1
+            if isinstance(item, DataRead) and id(item) in self._folded:
+                return  # this very read (a description remembered) is folded in already
+            if isinstance(item, DataRead):
+                key: tuple[Any, ...] = (item.call, item.assets, item.model, tuple(item.columns.items()))
+                if key in self._observed:
+                    return
+                self._observed[key] = item  # kept: the id in _folded stays its own
+                self._folded.add(id(item))
+                self._fold_read(item)
+            else:
+                key = (item.call, item.asset, item.model, item.columns)
+                self._observed.setdefault(key, item)
+                self._facts.setdefault(item.asset, {}).update(item.facts)
+                if self._joined.get(key) != self._reads_folded:
+                    self._joined[key] = self._reads_folded
+                    _join(self._offered, self._read, item, self._edges)
+
+    def _fold_read(self, read: DataRead) -> None:
+        self._reads_folded += 1
+        for name, sources in read.columns.items():
+            if sources:
+                self._offered.setdefault(name.lower(), set()).add(sources)
+        for asset in read.assets:
+            self._read.setdefault(asset, set()).update(_paths(read, asset))
+            self._facts.setdefault(asset, {}).update(read.facts)
+            if read.model:
+                self._models_read[asset] = None
 
     def not_recorded(self, call: str, reason: str) -> bool:
         """A call whose lineage cannot be told, and why; True the first time for that call and reason."""
@@ -164,8 +206,9 @@ class PythonRunRecord:
 
     @property
     def observed(self) -> list[DataRead | DataWrite]:
+        """The distinct calls seen, in the order first seen (repeats are counted in `calls`)."""
         with self._lock:
-            return list(self._observed)
+            return list(self._observed.values())
 
     @property
     def run(self) -> Run:
@@ -185,40 +228,33 @@ class PythonRunRecord:
 
     def batch(self) -> LineageBatch:
         """The run's lineage so far, observed at the run's start."""
-        observed = self.observed
-        edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]] = {}
-        reads: list[DataRead] = []
-        for item in observed:
-            if isinstance(item, DataRead):
-                reads.append(item)
-            else:
-                _join(reads, item, edges)
-        endpoint = self.header.parent.endpoint if self.header.parent else None
+        header = self.header
+        endpoint = header.parent.endpoint if header.parent else None
+        with self._lock:
+            edges = dict(self._edges)
+            read = {asset: set(paths) for asset, paths in self._read.items()}
+            facts = {asset: dict(found) for asset, found in self._facts.items()}
+            offered = [source for sets in self._offered.values() for sources in sets for source in sources]
+            models_read = list(self._models_read)
         if endpoint:
-            for read in reads:
-                for model in read.assets if read.model else ():
-                    why = f"loaded by a run serving requests to {endpoint}"
-                    _add(edges, (model, endpoint, None), Confidence.MEDIUM, why)
+            facts.setdefault(endpoint, {})
+            for model in models_read:
+                _add(
+                    edges,
+                    (model, endpoint, None),
+                    Confidence.MEDIUM,
+                    f"loaded by a run serving requests to {endpoint}",
+                )
         flow_edges = [
             FlowEdge(source, target, self.process_urn, SIGNAL, confidence, kind, why)
             for (source, target, kind), (confidence, why) in edges.items()
         ]
-        assets = _assets(observed, endpoint)
         fields = dict.fromkeys(
-            [
-                *(source for read in reads for sources in read.columns.values() for source in sources),
-                *(node for edge in flow_edges for node in (edge.source, edge.target) if "#" in node),
-            ]
+            [*offered, *(node for edge in flow_edges for node in (edge.source, edge.target) if "#" in node)]
         )
-        header = self.header
         feeding = {edge.source for edge in flow_edges if edge.transformation is None}
-        read_only: dict[str, set[str]] = {}
-        for read in reads:
-            for asset in read.assets:
-                if asset not in feeding:
-                    read_only.setdefault(asset, set()).update(_paths(read, asset))
         return LineageBatch(
-            assets=[Asset(urn, metadata=dict(facts)) for urn, facts in assets.items()],
+            assets=[Asset(urn, metadata=found) for urn, found in facts.items()],
             fields=[Field(urn) for urn in fields],
             processes=[Process(self.process_urn, name=header.job, kind="python", metadata=self._metadata())],
             runs=[self.run],
@@ -234,7 +270,8 @@ class PythonRunRecord:
                     SIGNAL,
                     tuple(sorted(paths)),
                 )
-                for asset, paths in read_only.items()
+                for asset, paths in read.items()
+                if asset not in feeding
             ],
             observed_at=header.started_at,
         )
@@ -267,17 +304,11 @@ class PythonRunRecord:
 
 
 def _join(
-    reads: list[DataRead],
-    write: DataWrite,
-    edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]],
+    offered: dict[str, set[frozenset[str]]], read: Mapping[str, object], write: DataWrite, edges: Edges
 ) -> None:
-    """The edges into `write` from the `reads` before it."""
-    offered: dict[str, set[frozenset[str]]] = {}  # a column name → the source sets read under it
-    for read in reads:
-        for name, sources in read.columns.items():
-            if sources:
-                offered.setdefault(name.lower(), set()).add(sources)
-    evidence: set[str] = set()  # assets whose columns the write holds by name
+    """The edges into `write` from what was read before it: `offered`, each column name read
+    with the source sets read under it; `read`, the assets read."""
+    evidence: set[str] = set()  # assets whose columns the write holds by a name they alone offered
     for name in dict.fromkeys(column.lower() for column in write.columns):
         holders = offered.get(name)
         if not holders:
@@ -293,19 +324,18 @@ def _join(
                     _add(edges, (source, target, Transformation.TRANSFORMATION), confidence, why)
                     if sure:
                         evidence.add(asset)
-    for read in reads:
-        for asset in read.assets:
-            if asset == write.asset:
-                continue
-            if asset in evidence:
-                _add(edges, (asset, write.asset, None), Confidence.HIGH, "")
-            else:
-                why = "read earlier in the same run; no column written is named as one read from it alone"
-                _add(edges, (asset, write.asset, None), Confidence.MEDIUM, why)
+    for asset in read:
+        if asset == write.asset:
+            continue
+        if asset in evidence:
+            _add(edges, (asset, write.asset, None), Confidence.HIGH, "")
+        else:
+            why = "read earlier in the same run; no column written is named as one read from it alone"
+            _add(edges, (asset, write.asset, None), Confidence.MEDIUM, why)
 
 
 def _add(
-    edges: dict[tuple[str, str, Transformation | None], tuple[Confidence, str]],
+    edges: Edges,
     key: tuple[str, str, Transformation | None],
     confidence: Confidence,
     why: str,
@@ -314,18 +344,6 @@ def _add(
     known = edges.get(key)
     if known is None or confidence.rank > known[0].rank:
         edges[key] = (confidence, why)
-
-
-def _assets(observed: Iterable[DataRead | DataWrite], endpoint: str | None) -> dict[str, dict[str, Any]]:
-    """Every asset the run touched, with what the calls said of it (format, location, class)."""
-    assets: dict[str, dict[str, Any]] = {}
-    for item in observed:
-        for urn in item.assets if isinstance(item, DataRead) else (item.asset,):
-            facts = assets.setdefault(urn, {})
-            facts.update(item.facts)
-    if endpoint:
-        assets.setdefault(endpoint, {})
-    return assets
 
 
 def _paths(read: DataRead, asset: str) -> set[str]:

@@ -109,8 +109,13 @@ class PythonTracker:
 
     @property
     def observed(self) -> list[DataRead | DataWrite]:
-        """What the run saw so far, in order."""
+        """The distinct calls the run saw so far, in the order first seen."""
         return self._record.observed
+
+    @property
+    def calls(self) -> dict[str, int]:
+        """How many calls of each kind the run saw (`pandas.read_parquet`: 1200)."""
+        return dict(self._record.calls)
 
     @property
     def problems(self) -> list[Problem]:
@@ -146,7 +151,7 @@ class PythonTracker:
                 self.job,
                 type(failure).__name__,
             )
-        self._emit("complete" if self._record.status == COMPLETE else "fail")
+        self._emit("complete" if self._record.status == COMPLETE else "fail", batch)
         return batch
 
     def __enter__(self) -> PythonTracker:
@@ -195,10 +200,10 @@ class PythonTracker:
             if store is not self._store:
                 store.close()
 
-    def _emit(self, event: str) -> None:
+    def _emit(self, event: str, batch: LineageBatch | None = None) -> None:
         if self._emitter is not None:
             record = self._record
-            tell(self._emitter, event, record.run, record.batch(), record.error_class, logger)
+            tell(self._emitter, event, record.run, batch or record.batch(), record.error_class, logger)
 
     def _excepthook(self, kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         self._uncaught = value
