@@ -475,3 +475,25 @@ def test_a_relative_path_is_named_where_the_process_stands_at_each_call(
         ((file_urn(profiles),), ["label"]),
     ]
     assert run.calls == {"pandas.read_parquet": 5}
+
+
+def test_a_name_bound_after_install_is_the_wrapped_call(tmp_path: Path) -> None:
+    """In a fresh interpreter: `install()` first, then `from pandas import read_parquet`, as a
+    service's modules would; a name bound before it stays the original."""
+    script = f"""
+import pandas as pd
+from pandas import read_csv  # bound before install: not seen
+import tracelake.python as tp
+tp.install()
+from pandas import read_parquet
+pd.DataFrame({{"a": [1]}}).to_parquet("{tmp_path / "a.parquet"}")
+pd.DataFrame({{"a": [1]}}).to_csv("{tmp_path / "a.csv"}")
+with tp.track(job="bound", store="sqlite:///{tmp_path / "bound.db"}") as run:
+    read_parquet("{tmp_path / "a.parquet"}")
+    read_csv("{tmp_path / "a.csv"}")
+print(sorted(run.calls))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout.strip().replace("'", '"')) == ["pandas.read_parquet"]
