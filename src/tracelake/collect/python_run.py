@@ -236,6 +236,7 @@ class PythonRunRecord:
             facts = {asset: dict(found) for asset, found in self._facts.items()}
             offered = [source for sets in self._offered.values() for sources in sets for source in sources]
             models_read = list(self._models_read)
+            metadata = self._metadata()  # its counts move while other threads' calls come in
         if endpoint:
             facts.setdefault(endpoint, {})
             for model in models_read:
@@ -256,7 +257,7 @@ class PythonRunRecord:
         return LineageBatch(
             assets=[Asset(urn, metadata=found) for urn, found in facts.items()],
             fields=[Field(urn) for urn in fields],
-            processes=[Process(self.process_urn, name=header.job, kind="python", metadata=self._metadata())],
+            processes=[Process(self.process_urn, name=header.job, kind="python", metadata=metadata)],
             runs=[self.run],
             edges=flow_edges,
             problems=self.problems,
@@ -277,6 +278,7 @@ class PythonRunRecord:
         )
 
     def _metadata(self) -> dict[str, Any]:
+        """The process's properties; called holding the lock."""
         header = self.header
         metadata: dict[str, Any] = {
             "run_id": header.run_id,
@@ -286,9 +288,7 @@ class PythonRunRecord:
             "pid": header.pid,
             "calls": dict(self.calls),
             "contexts": [context.to_json() for context in header.contexts],
-            "reads": sorted(
-                {asset for item in self.observed if isinstance(item, DataRead) for asset in item.assets}
-            ),
+            "reads": sorted(self._read),
         }
         parent = header.parent
         if parent is not None and parent.run_id:
